@@ -1,0 +1,146 @@
+"""Speed benchmark of the EMIR pairwise information-sufficiency matrix.
+
+Default workload (the target in the brief): 10 embedders x 10,000 rows, dimensions 64..256, every
+embedder a different random linear view (plus tanh and noise) of some of three shared latents;
+all 90 ordered pairs with the default :class:`~graphssl.evaluation.emir.EMIRConfig` (KNIFEArgs
+defaults: batch 64, 8 modes, 10 + 5 epochs). Target: <= 15 minutes on 2 CPU cores.
+
+``--max-pairs K`` runs a seeded random sample of K pairs (each target's marginal is fitted once,
+as in the full run) and *projects* the full time as
+``mean(marginal fit) x n_targets + mean(pair) x n_pairs`` — the sampled pairs are an unbiased
+sample of the pair costs; the output says which numbers are measured and which are projected.
+
+Threads are left at PyTorch's default. ``OMP_WAIT_POLICY=PASSIVE`` is set (unless already set)
+before torch is imported: on a shared machine busy-waiting OpenMP threads can slow small GEMMs
+by an order of magnitude; it does not change the number of threads.
+
+Usage::
+
+    python benchmarks/bench_emir.py                   # all 90 pairs
+    python benchmarks/bench_emir.py --max-pairs 12    # sample + projection
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import random  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+
+from graphssl.evaluation.emir import (  # noqa: E402
+    EMIRConfig,
+    fit_marginal,
+    information_sufficiency,
+)
+
+
+def make_embeddings(
+    n_rows: int, dims: list[int], latent_dim: int = 32, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """Embedder k: ``tanh(concat(latents_k) @ W_k) + noise_k`` with its own dimension.
+
+    Three shared latents ``A, B, C`` (``[n_rows, latent_dim]`` each); embedder k sees a subset of
+    them so that the pairwise matrix has structure (some pairs share more than others).
+    """
+    g = torch.Generator().manual_seed(seed)
+    latents = [torch.randn(n_rows, latent_dim, generator=g) for _ in range(3)]
+    subsets = [(0,), (0, 1), (1,), (1, 2), (2,), (0, 2), (0, 1, 2), (0,), (1,), (2,)]
+    out: dict[str, torch.Tensor] = {}
+    for k, d in enumerate(dims):
+        src = torch.cat([latents[i] for i in subsets[k % len(subsets)]], dim=1)
+        w = torch.randn(src.shape[1], d, generator=g) / src.shape[1] ** 0.5
+        noise = (0.1 + 0.1 * k) * torch.randn(n_rows, d, generator=g)
+        out[f"emb{k}_d{d}"] = torch.tanh(src @ w) + noise
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-rows", type=int, default=10_000)
+    parser.add_argument(
+        "--dims",
+        type=int,
+        nargs="+",
+        default=[64, 88, 104, 128, 152, 168, 192, 216, 232, 256],
+        help="one dimension per embedder (default: 10 embedders, 64..256)",
+    )
+    parser.add_argument("--max-pairs", type=int, default=None, help="run a random sample of pairs")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    config = EMIRConfig(seed=args.seed)
+    embeddings = make_embeddings(args.n_rows, args.dims, seed=args.seed)
+    names = list(embeddings)
+    all_pairs = [(u, z) for z in names for u in names if u != z]
+    pairs = all_pairs
+    if args.max_pairs is not None and args.max_pairs < len(all_pairs):
+        pairs = random.Random(args.seed).sample(all_pairs, args.max_pairs)
+        order = {z: i for i, z in enumerate(names)}
+        pairs.sort(key=lambda p: (order[p[1]], order[p[0]]))  # group by target: one marginal each
+    targets = list(dict.fromkeys(z for _, z in pairs))
+
+    print(
+        f"EMIR benchmark: {len(names)} embedders x {args.n_rows} rows, dims {args.dims}; "
+        f"{len(pairs)} of {len(all_pairs)} pairs"
+    )
+    print(
+        f"config: batch_size={config.batch_size} modes={config.marg_modes}/{config.cond_modes} "
+        f"ff_layers={config.ff_layers} hidden=d_Z epochs={config.n_epochs}/{config.n_epochs_marg} "
+        f"lr={config.lr}/{config.margin_lr} device={config.device}"
+    )
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    print(
+        f"torch {torch.__version__}, threads={torch.get_num_threads()}, "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, cpus={os.cpu_count()}, "
+        f"{platform.processor() or platform.machine()}, load avg at start "
+        f"{load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}"
+    )
+
+    marginal_times: list[float] = []
+    pair_times: list[float] = []
+    start = time.perf_counter()
+    for z_name in targets:
+        t0 = time.perf_counter()
+        marginal = fit_marginal(embeddings[z_name], config)
+        marginal_times.append(time.perf_counter() - t0)
+        print(f"  marginal {z_name:>12}: {marginal_times[-1]:6.2f} s", flush=True)
+        for u_name, target in pairs:
+            if target != z_name:
+                continue
+            t0 = time.perf_counter()
+            r = information_sufficiency(embeddings[u_name], embeddings[z_name], config, marginal)
+            pair_times.append(time.perf_counter() - t0)
+            print(
+                f"  {u_name:>12} -> {z_name:<12} I_S/d_Z = {r.i_s_per_dim:7.4f} "
+                f"(H(Z)/d={r.h_z / r.d_z:.4f})  {pair_times[-1]:6.2f} s",
+                flush=True,
+            )
+    total = time.perf_counter() - start
+
+    mean_pair = sum(pair_times) / len(pair_times)
+    mean_marg = sum(marginal_times) / len(marginal_times)
+    print(f"measured: {len(pair_times)} pairs + {len(marginal_times)} marginals in {total:.1f} s")
+    print(
+        f"time per pair (conditional fit + eval): mean {mean_pair:.2f} s, "
+        f"min {min(pair_times):.2f} s, max {max(pair_times):.2f} s; "
+        f"marginal fit: mean {mean_marg:.2f} s"
+    )
+    if len(pairs) == len(all_pairs):
+        print(f"total for all {len(all_pairs)} pairs (measured): {total / 60:.2f} min")
+    else:
+        projected = mean_marg * len(names) + mean_pair * len(all_pairs)
+        print(
+            f"PROJECTED total for all {len(all_pairs)} pairs (not measured; "
+            f"{len(names)} x mean marginal + {len(all_pairs)} x mean pair): "
+            f"{projected:.0f} s = {projected / 60:.2f} min"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,476 @@
+"""Linear probe: L2-regularised logistic regression on frozen embeddings.
+
+The probe of the linear-evaluation protocol (e.g. Veličković et al., *Deep Graph Infomax*,
+ICLR 2019, https://arxiv.org/abs/1809.10341; Hu et al., *Open Graph Benchmark*, NeurIPS 2020,
+https://arxiv.org/abs/2005.00687 for the multilabel AP). Full-batch L-BFGS from a zero start in
+float64, so the same embeddings always give the same numbers, and no learning rate or epoch count
+to tune; the L2 strength is selected on the validation split.
+
+The private helpers at the top (input preparation, label checks, weight-decay grids,
+standardisation) are shared with :mod:`graphssl.evaluation.regression_probe` and
+:mod:`graphssl.evaluation.knn`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeAlias, cast
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import Tensor
+
+from graphssl.evaluation._checks import as_float_matrix, as_index, check_same_length
+
+__all__ = ["DEFAULT_WEIGHT_DECAYS", "LogRegEvaluator", "average_precision"]
+
+#: L2 strengths tried by :class:`LogRegEvaluator` (metrics-spec §15), strongest first.
+DEFAULT_WEIGHT_DECAYS: tuple[float, ...] = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 0.0)
+
+ArrayLike: TypeAlias = Tensor | np.ndarray
+Objective: TypeAlias = Callable[[Tensor], tuple[Tensor, Tensor]]
+
+
+# ------------------------------------------------------------------ helpers shared by probes
+def _weight_decay_grid(weight_decay: float | Sequence[float]) -> tuple[float, ...]:
+    """Validate one L2 strength or several and return them deduplicated, strongest first."""
+    if isinstance(weight_decay, Tensor):
+        weight_decay = weight_decay.tolist()
+    if isinstance(weight_decay, numbers.Real):
+        values: list[Any] = [weight_decay]
+    else:
+        try:
+            values = list(cast(Iterable[Any], weight_decay))
+        except TypeError:
+            raise TypeError(
+                f"weight_decay must be a number or a sequence of numbers, got "
+                f"{type(weight_decay).__name__}"
+            ) from None
+    if not values or any(
+        not isinstance(v, numbers.Real) or not (0 <= float(v) < math.inf) for v in values
+    ):
+        raise ValueError(f"weight_decay must be one or more values >= 0, got {weight_decay!r}")
+    return tuple(sorted({float(v) for v in values}, reverse=True))
+
+
+def _prepare_inputs(
+    embeddings: ArrayLike,
+    labels: ArrayLike | None,
+    masks: Mapping[str, ArrayLike],
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """Validate embeddings [N, D], labels [N, ...] and the split masks/indices.
+
+    Returns the embeddings as float64, the labels on the same device and one ``long`` index
+    tensor per split.
+    """
+    x = as_float_matrix(embeddings)
+    if labels is None:
+        raise ValueError(
+            "labels absent (labels=None): a probe needs one label per embedding row; the "
+            "dataset has no `y` attribute, so only the label-free diagnostics can run"
+        )
+    y = torch.from_numpy(labels) if isinstance(labels, np.ndarray) else torch.as_tensor(labels)
+    if y.ndim == 0:
+        raise ValueError(f"labels must have one entry per row, got a scalar {y.item()!r}")
+    check_same_length(x, y)
+    n = x.shape[0]
+    idx = {
+        name: as_index(torch.as_tensor(m), n, name=name).to(x.device) for name, m in masks.items()
+    }
+    return x, y.to(x.device), idx
+
+
+def _class_labels(y: Tensor, rows: Tensor) -> Tensor:
+    """Validate single-label class ids (checked on ``rows``) and return them as ``long`` [N].
+
+    Labels of rows outside the evaluated splits are not inspected (datasets often mark
+    unlabelled nodes with -1 or NaN).
+    """
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise ValueError(
+            f"labels must be class ids of shape [N] or [N, 1], got shape {tuple(y.shape)}; "
+            f"for [N, T] multilabel targets use LogRegEvaluator(multilabel=True)"
+        )
+    if y.is_complex():
+        raise TypeError(f"labels must be integer class ids, got dtype {y.dtype}")
+    y_eval = y[rows]
+    if y.is_floating_point():
+        n_nan = int(torch.isnan(y_eval).sum())
+        if n_nan:
+            raise ValueError(
+                f"labels have {n_nan} NaN values in the {rows.numel()} evaluated rows "
+                f"(train/val/test); expected a class id for every evaluated row in "
+                f"single-label mode (use multilabel=True for tasks with missing labels)"
+            )
+        finite = torch.isfinite(y_eval)
+        bad = ~finite | (y_eval != torch.round(y_eval))
+        if bool(bad.any()):
+            raise ValueError(
+                f"labels have {int(bad.sum())} non-integer values in the evaluated rows (e.g. "
+                f"{y_eval[bad][0].item()!r}); expected integer class ids"
+            )
+    y = y.long()
+    y_eval = y[rows]
+    if bool((y_eval < 0).any()):
+        raise ValueError(
+            f"labels must be class ids >= 0, found {int((y_eval < 0).sum())} negative values "
+            f"(min {int(y_eval.min())}) in the evaluated rows"
+        )
+    return y
+
+
+def _encode_classes(y_train: Tensor) -> tuple[Tensor, Tensor]:
+    """Classes of the training split (sorted) and the training labels as indices into them."""
+    classes, encoded = torch.unique(y_train, sorted=True, return_inverse=True)
+    if classes.numel() < 2:
+        raise ValueError(
+            f"the training split has {classes.numel()} class ({classes.tolist()}) among its "
+            f"{y_train.numel()} rows; expected at least 2 classes"
+        )
+    return classes, encoded
+
+
+def _standardization(x_train: Tensor, standardize: bool) -> tuple[Tensor, Tensor]:
+    """Per-feature mean and scale of the training rows (population std, like sklearn's
+    ``StandardScaler``; constant features get scale 1). Identity when ``standardize=False``.
+    """
+    d = x_train.shape[1]
+    if not standardize:
+        return x_train.new_zeros(d), x_train.new_ones(d)
+    n = x_train.shape[0]
+    mean = x_train.mean(dim=0)
+    var = x_train.var(dim=0, correction=0)
+    eps = torch.finfo(x_train.dtype).eps
+    # sklearn's `_is_constant_feature`: variance indistinguishable from rounding noise.
+    constant = var <= n * eps * var + (n * mean * eps) ** 2
+    return mean, torch.where(constant, torch.ones_like(var), var.sqrt())
+
+
+# --------------------------------------------------------------------------------- metrics
+def _binary_average_precision(y: np.ndarray, s: np.ndarray) -> float:
+    """sklearn ``average_precision_score`` for one task: sum_k (R_k - R_{k-1}) P_k over the
+    distinct score thresholds in decreasing order (ties grouped, no interpolation)."""
+    order = np.argsort(s, kind="mergesort")[::-1]
+    s, y = s[order], y[order]
+    last_of_group = np.r_[np.flatnonzero(np.diff(s)), y.size - 1]
+    tps = np.cumsum(y)[last_of_group]
+    fps = 1 + last_of_group - tps
+    precision = tps / (tps + fps)
+    recall = tps / tps[-1]
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+def average_precision(y_true: Tensor | npt.ArrayLike, y_score: Tensor | npt.ArrayLike) -> float:
+    """Multilabel average precision as OGB's ``Evaluator._eval_ap`` (Hu et al., 2020).
+
+    For each task with at least one positive and one negative among its non-NaN labels, the
+    sklearn-style average precision over the labelled rows; the mean over those tasks.
+
+    Args:
+        y_true: ``[N, T]`` (or ``[N]``) labels in {0, 1}, NaN for missing.
+        y_score: scores of the same shape; only their order within a task matters.
+
+    Raises:
+        ValueError: on a shape mismatch, or when no task has both a positive and a negative.
+    """
+    t = np.asarray(y_true.detach().cpu() if isinstance(y_true, Tensor) else y_true, float)
+    s = np.asarray(y_score.detach().cpu() if isinstance(y_score, Tensor) else y_score, float)
+    if t.ndim == 1:
+        t, s = t[:, None], s.reshape(-1, 1)
+    if t.shape != s.shape or t.ndim != 2:
+        raise ValueError(
+            f"y_true has shape {t.shape} but y_score has shape {s.shape}; expected the same "
+            f"[N, T] shape"
+        )
+    aps = []
+    for task in range(t.shape[1]):
+        labelled = ~np.isnan(t[:, task])
+        yt = t[labelled, task]
+        if (yt == 1).any() and (yt == 0).any():
+            aps.append(_binary_average_precision(yt, s[labelled, task]))
+    if not aps:
+        raise ValueError(
+            f"none of the {t.shape[1]} tasks has both a positive and a negative label among "
+            f"its {t.shape[0]} rows (NaN labels ignored); average precision is undefined"
+        )
+    return float(np.mean(aps))
+
+
+# ------------------------------------------------------------------------------ objectives
+def _softmax_objective(xa: Tensor, y: Tensor, n_classes: int, lam: float) -> Objective:
+    """Mean cross-entropy of softmax(xa @ W) + lam/2 ||W[:-1]||² and its gradient.
+
+    ``xa`` is [n, D + 1] with a trailing column of ones (the unregularised bias row of W).
+    """
+    n, p = xa.shape
+    target = torch.arange(n, device=xa.device) * n_classes + y  # flat index of (i, y_i)
+
+    def objective(theta: Tensor) -> tuple[Tensor, Tensor]:
+        w = theta.view(p, n_classes)
+        z = xa @ w
+        lse = torch.logsumexp(z, dim=1)
+        loss = (lse.sum() - z.view(-1).index_select(0, target).sum()) / n
+        prob = z.sub_(lse.unsqueeze(1)).exp_()  # softmax, in place of the logits
+        prob.view(-1).index_add_(0, target, torch.full_like(lse, -1.0))
+        grad = (xa.T @ prob).div_(n)
+        w_reg = w[:-1]
+        loss = loss + 0.5 * lam * (w_reg * w_reg).sum()
+        grad[:-1].add_(w_reg, alpha=lam)
+        return loss, grad.view(-1)
+
+    return objective
+
+
+def _sigmoid_objective(xa: Tensor, y: Tensor, observed: Tensor, lam: float) -> Objective:
+    """Mean binary cross-entropy over observed (row, task) entries + lam/2 ||W[:-1]||²."""
+    p = xa.shape[1]
+    n_tasks = y.shape[1]
+    weight = observed.to(xa.dtype) / max(int(observed.sum()), 1)
+    y0 = torch.where(observed, y, torch.zeros_like(y))
+
+    def objective(theta: Tensor) -> tuple[Tensor, Tensor]:
+        w = theta.view(p, n_tasks)
+        z = xa @ w
+        loss = ((torch.nn.functional.softplus(z) - y0 * z) * weight).sum()
+        grad = xa.T @ (torch.sigmoid(z).sub_(y0).mul_(weight))
+        w_reg = w[:-1]
+        loss = loss + 0.5 * lam * (w_reg * w_reg).sum()
+        grad[:-1].add_(w_reg, alpha=lam)
+        return loss, grad.view(-1)
+
+    return objective
+
+
+def _minimize_lbfgs(
+    objective: Objective, theta0: Tensor, max_iter: int
+) -> tuple[Tensor, int, bool]:
+    """One full-batch ``torch.optim.LBFGS`` step from ``theta0`` with a fresh optimizer.
+
+    Returns the solution, the number of iterations and whether it stopped before using up the
+    iteration or evaluation budget (metrics-spec §11.1).
+    """
+    theta = theta0.clone()
+    optimizer = torch.optim.LBFGS(
+        [theta], lr=1, max_iter=max_iter, max_eval=max_iter, line_search_fn="strong_wolfe"
+    )
+
+    def closure() -> Tensor:
+        loss, grad = objective(theta)
+        theta.grad = grad
+        return loss
+
+    with torch.no_grad():
+        optimizer.step(closure)
+    state = optimizer.state[theta]
+    n_iter, n_evals = int(state["n_iter"]), int(state["func_evals"])
+    return theta.detach(), n_iter, n_iter < max_iter and n_evals < max_iter
+
+
+def _with_bias_column(x: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
+    return torch.cat([(x - mean) / scale, x.new_ones(x.shape[0], 1)], dim=1)
+
+
+# ------------------------------------------------------------------------------- estimator
+class LogRegEvaluator:
+    """L2-regularised logistic regression on frozen embeddings.
+
+    The classifier minimises mean cross-entropy + ``weight_decay / 2 * ||W||²`` (bias not
+    regularised) on the training rows, full-batch with L-BFGS (strong-Wolfe line search,
+    ``lr=1``) in float64, starting from zero: no random initialisation and no learning rate,
+    so the same embeddings always give the same result. When several ``weight_decay`` values
+    are given, the one with the best validation metric is used (the strongest on ties) and the
+    test metric is reported for it. The values are fitted from the strongest to the weakest,
+    each starting from the previous solution with a fresh optimizer.
+
+    For multilabel tasks (e.g. ogbg-molpcba) the loss is binary cross-entropy averaged over the
+    observed (row, task) entries and the metric is OGB's average precision; labels are float
+    tensors with NaN for missing values.
+
+    Args:
+        weight_decay: L2 strength, or the values to select among on the validation split
+            (default: :data:`DEFAULT_WEIGHT_DECAYS`).
+        max_iter: Budget of L-BFGS iterations and of loss evaluations for each fit;
+            ``converged`` is False when the selected fit used it up (default: ``5000``).
+        standardize: Rescale every feature to zero mean and unit variance, with the statistics
+            of the training rows only (default: ``True``).
+        multilabel: Treat the task as multilabel classification (default: ``False``).
+
+    Attributes (after :meth:`fit`):
+        coef_: ``[D, C]`` weights (``[D, T]`` multilabel), in the standardised feature space.
+        intercept_: ``[C]`` (``[T]``) biases.
+        mean_, scale_: ``[D]`` standardisation applied before ``coef_``.
+        classes_: ``[C]`` class ids seen in the training split (single-label only).
+        weight_decay_: the selected L2 strength.
+        converged_: whether the selected fit stopped before its budget.
+        n_iter_: L-BFGS iterations of the selected fit.
+        val_metrics_per_weight_decay_: validation accuracy (AP) for every L2 strength.
+
+    Example:
+        >>> LogRegEvaluator().evaluate(z, y, train_mask, val_mask, test_mask)
+        {'train_acc': ..., 'val_acc': ..., 'test_acc': ..., 'weight_decay': ..., 'converged': ...}
+    """
+
+    def __init__(
+        self,
+        *,
+        weight_decay: float | Sequence[float] = DEFAULT_WEIGHT_DECAYS,
+        max_iter: int = 5000,
+        standardize: bool = True,
+        multilabel: bool = False,
+    ) -> None:
+        self.weight_decays: tuple[float, ...] = _weight_decay_grid(weight_decay)
+        if not isinstance(max_iter, numbers.Integral) or isinstance(max_iter, bool):
+            raise TypeError(f"max_iter must be an integer, got {max_iter!r}")
+        if max_iter <= 0:
+            raise ValueError(f"max_iter must be > 0, got {max_iter}")
+        self.weight_decay: float | Sequence[float] = weight_decay
+        self.max_iter: int = int(max_iter)
+        self.standardize: bool = standardize
+        self.multilabel: bool = multilabel
+
+    # ------------------------------------------------------------------ public API
+    def fit(
+        self,
+        embeddings: ArrayLike,
+        labels: ArrayLike | None,
+        train_mask: ArrayLike,
+        val_mask: ArrayLike,
+    ) -> LogRegEvaluator:
+        """Fit every L2 strength on the training rows and keep the best one on validation.
+
+        Args:
+            embeddings: ``[N, D]`` floating embeddings.
+            labels: ``[N]`` (or ``[N, 1]``) class ids, or ``[N, T]`` {0, 1, NaN} when multilabel.
+            train_mask, val_mask: boolean masks ``[N]`` or index tensors.
+        """
+        x, y, idx = _prepare_inputs(
+            embeddings, labels, {"train_mask": train_mask, "val_mask": val_mask}
+        )
+        self._fit(x, self._targets(y, torch.cat(list(idx.values()))), idx)
+        return self
+
+    def decision_function(self, embeddings: ArrayLike) -> Tensor:
+        """Logits ``[M, C]`` (``[M, T]`` multilabel) of the fitted classifier, float64."""
+        self._check_fitted()
+        x = as_float_matrix(embeddings)
+        if x.shape[1] != self.coef_.shape[0]:
+            raise ValueError(
+                f"embeddings have {x.shape[1]} features but the probe was fitted on "
+                f"{self.coef_.shape[0]}"
+            )
+        return ((x - self.mean_) / self.scale_) @ self.coef_ + self.intercept_
+
+    def predict(self, embeddings: ArrayLike) -> Tensor:
+        """Class ids ``[M]``, or ``[M, T]`` 0/1 predictions when multilabel."""
+        logits = self.decision_function(embeddings)
+        if self.multilabel:
+            return (logits > 0).long()
+        return self.classes_[logits.argmax(dim=1)]
+
+    def evaluate(
+        self,
+        embeddings: ArrayLike,
+        labels: ArrayLike | None,
+        train_mask: ArrayLike,
+        val_mask: ArrayLike,
+        test_mask: ArrayLike,
+    ) -> dict[str, Any]:
+        """Fit on ``train_mask``, select on ``val_mask``, report on every split.
+
+        Returns:
+            ``train_acc``, ``val_acc``, ``test_acc`` (``train_ap``, ``val_ap``, ``test_ap``
+            when multilabel), the selected ``weight_decay`` and ``converged``.
+        """
+        x, y, idx = _prepare_inputs(
+            embeddings,
+            labels,
+            {"train_mask": train_mask, "val_mask": val_mask, "test_mask": test_mask},
+        )
+        targets = self._targets(y, torch.cat(list(idx.values())))
+        self._fit(x, targets, idx)
+        name = "ap" if self.multilabel else "acc"
+        out: dict[str, Any] = {}
+        for split, key in (("train", "train_mask"), ("val", "val_mask"), ("test", "test_mask")):
+            rows = idx[key]
+            out[f"{split}_{name}"] = self._metric(self.decision_function(x[rows]), targets[rows])
+        out["weight_decay"] = self.weight_decay_
+        out["converged"] = self.converged_
+        return out
+
+    # ---------------------------------------------------------------- internals
+    def _targets(self, y: Tensor, rows: Tensor) -> Tensor:
+        if not self.multilabel:
+            return _class_labels(y, rows)
+        if y.ndim == 1:
+            y = y[:, None]
+        if y.ndim != 2:
+            raise ValueError(f"multilabel labels must have shape [N, T], got {tuple(y.shape)}")
+        y = y.to(torch.float64)
+        y_eval = y[rows]
+        observed = y_eval[~torch.isnan(y_eval)]
+        bad = (observed != 0) & (observed != 1)
+        if bool(bad.any()):
+            raise ValueError(
+                f"multilabel labels must be 0, 1 or NaN (missing), found {int(bad.sum())} other "
+                f"values (e.g. {observed[bad][0].item()!r}) in the evaluated rows"
+            )
+        return y
+
+    def _metric(self, logits: Tensor, target: Tensor) -> float:
+        if self.multilabel:
+            return average_precision(target, logits)
+        return float((self.classes_[logits.argmax(dim=1)] == target).double().mean())
+
+    def _fit(self, x: Tensor, targets: Tensor, idx: Mapping[str, Tensor]) -> None:
+        train, val = idx["train_mask"], idx["val_mask"]
+        x_train = x[train]
+        mean, scale = _standardization(x_train, self.standardize)
+        xa = _with_bias_column(x_train, mean, scale)
+        n_features = x.shape[1]
+        if self.multilabel:
+            y_train = targets[train]
+            observed = ~torch.isnan(y_train)
+            n_out = y_train.shape[1]
+
+            def make_objective(lam: float) -> Objective:
+                return _sigmoid_objective(xa, y_train, observed, lam)
+        else:
+            self.classes_, y_encoded = _encode_classes(targets[train])
+            n_out = self.classes_.numel()
+
+            def make_objective(lam: float) -> Objective:
+                return _softmax_objective(xa, y_encoded, n_out, lam)
+
+        self.mean_, self.scale_ = mean, scale
+        x_val, y_val = x[val], targets[val]
+        theta = xa.new_zeros((n_features + 1) * n_out)
+        self.val_metrics_per_weight_decay_: dict[float, float] = {}
+        best: tuple[float, float, Tensor, int, bool] | None = None
+        for lam in self.weight_decays:  # strongest first, warm-started
+            theta, n_iter, converged = _minimize_lbfgs(make_objective(lam), theta, self.max_iter)
+            w = theta.view(n_features + 1, n_out)
+            self.coef_, self.intercept_ = w[:-1], w[-1]
+            score = self._metric(self.decision_function(x_val), y_val)
+            self.val_metrics_per_weight_decay_[lam] = score
+            if best is None or score > best[0]:  # strict: ties keep the stronger λ
+                best = (score, lam, theta.clone(), n_iter, converged)
+        assert best is not None  # the grid is never empty (checked in __init__)
+        _, self.weight_decay_, theta, self.n_iter_, self.converged_ = best
+        w = theta.view(n_features + 1, n_out)
+        self.coef_, self.intercept_ = w[:-1], w[-1]
+        self.n_features_in_ = n_features
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "coef_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or evaluate()")
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(weight_decay={self.weight_decays}, max_iter={self.max_iter}, "
+            f"standardize={self.standardize}, multilabel={self.multilabel})"
+        )

@@ -1,0 +1,78 @@
+"""Figures of an embedding matrix: singular-value spectrum with the α-ReQ fit, 2-D projection."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def _figure(width: float = 5.0, height: float = 4.0) -> Figure:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=110, layout="constrained")
+
+
+def spectrum_figure(embeddings: Tensor, fit_range: tuple[int, int] = (11, 100)) -> Figure:
+    """Eigenvalues of the covariance (σᵢ² of the centred matrix) on log-log axes, with the
+    power-law fit ``λᵢ ∝ i^-α`` over ``fit_range`` (1-based ranks) that α-ReQ reports."""
+    z = embeddings.detach().double()
+    sigma = torch.linalg.svdvals(z - z.mean(0, keepdim=True)).numpy()
+    lam = sigma**2
+    tol = max(z.shape) * np.finfo(np.float64).eps * (sigma[0] if sigma.size else 0.0)
+    lam = lam[sigma > tol]
+    fig = _figure()
+    ax = fig.add_subplot()
+    ranks = np.arange(1, lam.size + 1)
+    if lam.size:
+        ax.loglog(ranks, lam / lam.sum(), ".", ms=3, label="eigenvalue (normalised)")
+    lo, hi = fit_range[0], min(fit_range[1], lam.size)
+    if hi - lo + 1 >= 3:
+        i = np.arange(lo, hi + 1, dtype=float)
+        y = np.log(lam[lo - 1 : hi] / lam.sum())
+        w = 1.0 / i
+        a = np.stack([-np.log(i), np.ones_like(i)], axis=1)
+        coef = np.linalg.solve(a.T @ (w[:, None] * a), a.T @ (w * y))
+        ax.loglog(i, np.exp(a @ coef), "-", lw=2, label=f"α-ReQ fit: α = {coef[0]:.3f}")
+    ax.set_xlabel("rank i")
+    ax.set_ylabel("λᵢ / Σλ")
+    ax.set_title(f"Embedding spectrum ({z.shape[0]}×{z.shape[1]})")
+    ax.legend(loc="lower left", fontsize=8)
+    return fig
+
+
+def projection_figure(embeddings: Tensor, labels: Tensor | None, max_points: int = 5000,
+                      seed: int = 0) -> Figure:
+    """First two principal components of (a seeded subsample of) the embeddings, by label."""
+    z = embeddings.detach().double()
+    gen = torch.Generator().manual_seed(seed)
+    rows = torch.randperm(z.shape[0], generator=gen)[:max_points]
+    z = z[rows]
+    z = z - z.mean(0, keepdim=True)
+    _, _, v = torch.linalg.svd(z, full_matrices=False)
+    xy = (z @ v[:2].T).numpy() if v.shape[0] >= 2 else np.c_[z.numpy()[:, :1], np.zeros(len(z))]
+    fig = _figure()
+    ax = fig.add_subplot()
+    if labels is not None and labels.dim() == 1 and not labels.is_floating_point():
+        y = labels[rows].numpy()
+        classes = np.unique(y)
+        cmap = "tab10" if classes.size <= 10 else "tab20"
+        sc = ax.scatter(xy[:, 0], xy[:, 1], c=y, s=4, cmap=cmap, alpha=0.8)
+        if classes.size <= 20:
+            ax.legend(*sc.legend_elements(num=None), fontsize=6, markerscale=0.8,
+                      loc="best", ncols=math.ceil(classes.size / 10))
+    else:
+        ax.scatter(xy[:, 0], xy[:, 1], s=4, alpha=0.8)
+    ax.set_xlabel("PC 1")
+    ax.set_ylabel("PC 2")
+    ax.set_title("Embeddings: first two principal components")
+    return fig

@@ -1,0 +1,92 @@
+"""BGRL: bootstrapped graph latents."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.data import Data
+
+from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
+from graphssl.methods.losses import bootstrap_cosine
+from graphssl.models.augment import GraphAugment, edge_and_feature
+from graphssl.models.heads import MLPHead
+
+
+def cosine_ema_momentum(step: int, max_steps: int, base: float) -> float:
+    """BYOL's schedule: momentum rises from ``base`` to 1 along a cosine over training."""
+    if max_steps <= 1:
+        return base
+    return 1.0 - (1.0 - base) * (math.cos(math.pi * step / max_steps) + 1) / 2
+
+
+@torch.no_grad()
+def ema_update(target: nn.Module, online: nn.Module, momentum: float) -> None:
+    """``target ← momentum·target + (1 − momentum)·online`` for parameters and buffers."""
+    for t, o in zip(target.parameters(), online.parameters(), strict=True):
+        t.mul_(momentum).add_(o.detach(), alpha=1.0 - momentum)
+    for tb, ob in zip(target.buffers(), online.buffers(), strict=True):
+        tb.copy_(ob)
+
+
+class BGRL(SSLMethod):
+    """Bootstrapped Graph Latents (Thakoor et al., ICLR 2022, https://arxiv.org/abs/2102.06514).
+
+    An online encoder + predictor regresses the target encoder's embedding of another view; the
+    target is an exponential moving average of the online encoder. Evaluation uses the online
+    encoder.
+
+    Args:
+        encoder: online GNN mapping ``(x, edge_index)`` to ``(N, D)``; the target is a copy.
+        optimizer: partial optimizer constructor.
+        augment1: first view (default: drop edges 0.3, mask features 0.3).
+        augment2: second view (default: drop edges 0.2, mask features 0.4).
+        predictor_hidden: hidden size of the predictor MLP (default: ``512``).
+        momentum: base EMA momentum of the target, annealed to 1 (default: ``0.99``).
+    """
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        optimizer: OptimizerFactory | None = None,
+        augment1: GraphAugment | None = None,
+        augment2: GraphAugment | None = None,
+        predictor_hidden: int = 512,
+        momentum: float = 0.99,
+    ) -> None:
+        super().__init__(optimizer)
+        if not 0.0 <= momentum <= 1.0:
+            raise ValueError(f"momentum must be in [0, 1], got {momentum}")
+        self.online = encoder
+        self.target = copy.deepcopy(encoder).requires_grad_(False)
+        dim = int(encoder.out_channels)  # type: ignore[arg-type]
+        self.predictor = MLPHead(dim, predictor_hidden, dim, batch_norm=True)
+        self.augment1 = augment1 or edge_and_feature(0.3, 0.3)
+        self.augment2 = augment2 or edge_and_feature(0.2, 0.4)
+        self.momentum = momentum
+
+    def encoders(self) -> dict[str, nn.Module]:
+        return {"online": self.online, "target": self.target, "encoder": self.online}
+
+    def trainable_parameters(self) -> Iterator[nn.Parameter]:
+        yield from self.online.parameters()
+        yield from self.predictor.parameters()
+
+    def forward(self, batch: Data) -> Tensor:
+        return encode(self.online, batch)
+
+    def loss(self, batch: Data) -> dict[str, Tensor]:
+        v1, v2 = self.augment1(batch), self.augment2(batch)
+        n = int(getattr(batch, "batch_size", batch.num_nodes))
+        p1 = self.predictor(encode(self.online, v1))[:n]
+        p2 = self.predictor(encode(self.online, v2))[:n]
+        with torch.no_grad():
+            t1 = encode(self.target, v1)[:n]
+            t2 = encode(self.target, v2)[:n]
+        return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
+
+    def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
+        ema_update(self.target, self.online, cosine_ema_momentum(step, max_steps, self.momentum))

@@ -1,0 +1,185 @@
+"""GNN encoders built on PyG's basic GNN models (GCN, GAT, GraphSAGE, GIN, MLP).
+
+Every encoder maps ``(x, edge_index, edge_weight=None)`` to node embeddings ``[N, D]`` and
+exposes ``out_channels``. ``prepare(data)`` returns the graph an encoder wants for mini-batch
+(neighbour-sampled) inference, so sampled subgraphs give the same embeddings as the full graph:
+GCN uses the symmetric normalisation of the *full* graph as edge weights (design.md §6).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.data import Data
+from torch_geometric.nn import models as pyg_models
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
+from torch_geometric.nn.resolver import activation_resolver
+
+
+class GNNEncoder(nn.Module):
+    """Base of graphssl encoders: a PyG ``BasicGNN`` with a uniform call signature.
+
+    Args:
+        in_channels: input feature size (``-1``: inferred on the first call).
+        hidden_channels: hidden and output size.
+        num_layers: number of message-passing layers.
+        dropout: dropout between layers (default: ``0.0``).
+        act: activation name understood by PyG (default: ``"prelu"``).
+        norm: normalisation layer name, e.g. ``"batch_norm"`` (default: ``None``).
+        act_last: also apply the activation to the output layer, as DGI's encoder does
+            (default: ``False``).
+    """
+
+    gnn: pyg_models.basic_gnn.BasicGNN | pyg_models.MLP
+
+    def __init__(self, hidden_channels: int, num_layers: int, act: str = "prelu",
+                 act_last: bool = False) -> None:
+        super().__init__()
+        self.out_act: nn.Module = activation_resolver(act) if act_last else nn.Identity()
+        if hidden_channels <= 0 or num_layers <= 0:
+            raise ValueError(
+                f"hidden_channels and num_layers must be > 0, got {hidden_channels} and "
+                f"{num_layers}"
+            )
+        self.out_channels = hidden_channels
+        self.num_layers = num_layers
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        return self.out_act(self.gnn(x, edge_index))
+
+    def prepare(self, data: Data) -> Data:
+        """The graph to sample from for mini-batch inference (default: ``data`` itself)."""
+        return data
+
+
+class GCNEncoder(GNNEncoder):
+    """Graph convolutional network (Kipf & Welling, ICLR 2017, https://arxiv.org/abs/1609.02907).
+
+    Without ``edge_weight`` the graph is normalised on the fly (``D^-1/2 (A+I) D^-1/2``), as in
+    ``GCNConv``. With ``edge_weight`` the weights are taken as already normalised, which is what
+    :meth:`prepare` supplies for exact neighbour-sampled inference.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.0,
+        act: str = "prelu",
+        norm: str | None = None,
+        act_last: bool = False,
+    ) -> None:
+        super().__init__(hidden_channels, num_layers, act, act_last)
+        self.gnn = pyg_models.GCN(
+            in_channels, hidden_channels, num_layers, dropout=dropout, act=act, norm=norm,
+            normalize=False, add_self_loops=False, cached=False,
+        )
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        if edge_weight is None:
+            edge_index, edge_weight = gcn_norm(
+                edge_index, None, x.size(0), improved=False, add_self_loops=True, dtype=x.dtype
+            )
+        return self.out_act(self.gnn(x, edge_index, edge_weight=edge_weight))
+
+    def prepare(self, data: Data) -> Data:
+        out = copy.copy(data)
+        out.edge_index, out.edge_weight = gcn_norm(
+            data.edge_index, None, data.num_nodes, add_self_loops=True, dtype=torch.float
+        )
+        return out
+
+
+class SAGEEncoder(GNNEncoder):
+    """GraphSAGE with mean aggregation (Hamilton et al., NeurIPS 2017,
+    https://arxiv.org/abs/1706.02216)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.0,
+        act: str = "prelu",
+        norm: str | None = None,
+        act_last: bool = False,
+    ) -> None:
+        super().__init__(hidden_channels, num_layers, act, act_last)
+        self.gnn = pyg_models.GraphSAGE(
+            in_channels, hidden_channels, num_layers, dropout=dropout, act=act, norm=norm
+        )
+
+
+class GATEncoder(GNNEncoder):
+    """Graph attention network (Veličković et al., ICLR 2018, https://arxiv.org/abs/1710.10903).
+
+    Args:
+        heads: attention heads per layer; hidden layers concatenate them (default: ``4``).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        num_layers: int = 2,
+        heads: int = 4,
+        dropout: float = 0.0,
+        act: str = "prelu",
+        norm: str | None = None,
+        act_last: bool = False,
+    ) -> None:
+        super().__init__(hidden_channels, num_layers, act, act_last)
+        if hidden_channels % heads:
+            raise ValueError(
+                f"hidden_channels ({hidden_channels}) must be divisible by heads ({heads})"
+            )
+        self.gnn = pyg_models.GAT(
+            in_channels, hidden_channels, num_layers, dropout=dropout, act=act, norm=norm,
+            heads=heads,
+        )
+
+
+class GINEncoder(GNNEncoder):
+    """Graph isomorphism network (Xu et al., ICLR 2019, https://arxiv.org/abs/1810.00826)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        num_layers: int = 3,
+        dropout: float = 0.0,
+        act: str = "relu",
+        norm: str | None = "batch_norm",
+        act_last: bool = False,
+    ) -> None:
+        super().__init__(hidden_channels, num_layers, act, act_last)
+        self.gnn = pyg_models.GIN(
+            in_channels, hidden_channels, num_layers, dropout=dropout, act=act, norm=norm
+        )
+
+
+class MLPEncoder(GNNEncoder):
+    """Graph-agnostic MLP baseline: ignores ``edge_index``."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.0,
+        act: str = "prelu",
+        norm: str | None = None,
+        act_last: bool = False,
+    ) -> None:
+        super().__init__(hidden_channels, num_layers, act, act_last)
+        self.gnn = pyg_models.MLP(
+            in_channels=in_channels, hidden_channels=hidden_channels,
+            out_channels=hidden_channels, num_layers=num_layers, dropout=dropout, act=act,
+            norm=norm, plain_last=False,
+        )
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        return self.out_act(self.gnn(x))

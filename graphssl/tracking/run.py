@@ -1,0 +1,132 @@
+"""One MLflow run as a context manager, and the trainer callback that feeds it metrics."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from graphssl.tracking import mlflow_store
+from graphssl.training.trainer import Callback, EpochResult, FitResult, Trainer
+
+log = logging.getLogger(__name__)
+
+
+class RunTracker:
+    """Creates an MLflow run on enter and terminates it on exit.
+
+    The run ends ``FINISHED`` only when the block completes; an exception ends it ``FAILED``
+    with the error text stored as the tag ``error`` and the traceback as ``error.txt``; Ctrl-C
+    ends it ``KILLED``. Nothing is logged through MLflow's global "active run" state, so many
+    runs can follow each other in one process (Hydra's basic launcher).
+
+    Args:
+        tracking_uri: MLflow tracking URI.
+        experiment_name: experiment to log into (created if missing).
+        run_name: display name of the run.
+        parent_run_id: id of the sweep's parent run, when the run is one job of a multirun.
+        tags: extra tags set at creation.
+        artifact_location: artifact root for a newly created experiment.
+    """
+
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiment_name: str,
+        run_name: str | None = None,
+        parent_run_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        artifact_location: str | None = None,
+    ) -> None:
+        self.tracking_uri = tracking_uri
+        self.client = mlflow_store.client(tracking_uri)
+        self.experiment_id = mlflow_store.ensure_experiment(
+            self.client, experiment_name, artifact_location
+        )
+        self.run_name = run_name
+        self.parent_run_id = parent_run_id
+        self.tags = dict(tags or {})
+        self.run_id: str = ""
+
+    def __enter__(self) -> RunTracker:
+        tags = dict(self.tags)
+        if self.parent_run_id:
+            tags["mlflow.parentRunId"] = self.parent_run_id
+        run = self.client.create_run(self.experiment_id, run_name=self.run_name, tags=tags)
+        self.run_id = run.info.run_id
+        log.info("MLflow run %s (%s) in %s", self.run_id, self.run_name, self.tracking_uri)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.client.set_terminated(self.run_id, "FINISHED")
+            return
+        status = "KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED"
+        try:
+            message = f"{exc_type.__name__}: {exc}"
+            self.client.set_tag(self.run_id, "error", message[:5000])
+            self.client.log_text(
+                self.run_id, "".join(traceback.format_exception(exc_type, exc, tb)), "error.txt"
+            )
+        finally:
+            self.client.set_terminated(self.run_id, status)
+
+    # ------------------------------------------------------------------ logging
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        mlflow_store.log_params(self.client, self.run_id, params)
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        mlflow_store.log_metrics(
+            self.client, self.run_id, ((k, v, step) for k, v in metrics.items())
+        )
+
+    def log_points(self, points: list[tuple[str, float, int]]) -> None:
+        mlflow_store.log_metrics(self.client, self.run_id, points)
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        for k, v in tags.items():
+            self.client.set_tag(self.run_id, k, str(v))
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_artifacts(self, folder: str | Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifacts(self.run_id, str(folder), artifact_path)
+
+    def log_figure(self, figure: Any, artifact_file: str) -> None:
+        self.client.log_figure(self.run_id, figure, artifact_file)
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self.client.log_text(self.run_id, text, artifact_file)
+
+
+class MLflowMetricsCallback(Callback):
+    """Buffers per-epoch training metrics as ``train/<name>`` and flushes them in batches.
+
+    One ``log_batch`` per ``flush_every`` epochs instead of one call per point (design.md §6).
+    """
+
+    def __init__(self, tracker: RunTracker, flush_every: int = 50) -> None:
+        self.tracker = tracker
+        self.flush_every = max(1, flush_every)
+        self._buffer: list[tuple[str, float, int]] = []
+
+    def on_epoch_end(self, trainer: Trainer, method: Any, result: EpochResult) -> None:
+        self._buffer.extend((f"train/{k}", v, result.epoch) for k, v in result.metrics.items())
+        self._buffer.append(("train/epoch_seconds", result.seconds, result.epoch))
+        if len(self._buffer) >= self.flush_every * 2:
+            self.flush()
+
+    def on_fit_end(self, trainer: Trainer, method: Any, result: FitResult) -> None:
+        self.flush()
+
+    def flush(self) -> None:
+        if self._buffer:
+            self.tracker.log_points(self._buffer)
+            self._buffer = []

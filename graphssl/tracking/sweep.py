@@ -1,0 +1,109 @@
+"""Hydra callback that makes a multirun one MLflow parent run with one child run per job.
+
+The launching process creates the store, the experiment and the parent run before any job
+starts (several jobs migrating a fresh SQLite store at once crash, design.md §6), then writes
+the parent's id into the sweep folder where every job — in this process or another — reads it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from graphssl.tracking import mlflow_store
+
+log = logging.getLogger(__name__)
+
+PARENT_FILE = "mlflow_parent_run.json"
+
+
+def read_parent(sweep_dir: str | Path) -> dict[str, str] | None:
+    """The parent-run record a multirun left in ``sweep_dir``, or ``None``."""
+    path = Path(sweep_dir) / PARENT_FILE
+    if not path.is_file():
+        return None
+    data: dict[str, str] = json.loads(path.read_text())
+    return data
+
+
+def close_parent(tracking_uri: str, run_id: str) -> dict[str, int]:
+    """Count the parent's children by status, tag the parent with the counts and end it.
+
+    The parent ends ``FINISHED`` when every child finished and ``FAILED`` otherwise; the tags
+    ``children_total``, ``children_finished`` and ``children_failed`` say why.
+    """
+    client = mlflow_store.client(tracking_uri)
+    parent = client.get_run(run_id)
+    if parent.info.status != "RUNNING":
+        return {}
+    children = client.search_runs(
+        [parent.info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{run_id}'",
+        max_results=50000,
+    )
+    counts = {"children_total": len(children), "children_finished": 0, "children_failed": 0}
+    for child in children:
+        if child.info.status == "FINISHED":
+            counts["children_finished"] += 1
+        else:
+            counts["children_failed"] += 1
+    for k, v in counts.items():
+        client.set_tag(run_id, k, str(v))
+    ok = counts["children_failed"] == 0 and counts["children_total"] > 0
+    client.set_terminated(run_id, "FINISHED" if ok else "FAILED")
+    return counts
+
+
+class MLflowSweepCallback(Callback):
+    """Parent/child MLflow runs for Hydra multiruns (registered in ``conf/hydra/default.yaml``)."""
+
+    def __init__(self) -> None:
+        self._parent: dict[str, str] | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from graphssl.tracking.context import tracking_settings
+
+        settings = tracking_settings(config)
+        client = mlflow_store.client(settings["tracking_uri"])
+        experiment_id = mlflow_store.ensure_experiment(
+            client, settings["experiment_name"], settings["artifact_location"]
+        )
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        overrides = list(config.hydra.overrides.task)
+        run = client.create_run(
+            experiment_id,
+            run_name=f"sweep-{sweep_dir.name}",
+            tags={
+                "graphssl.role": "sweep",
+                "graphssl.overrides": " ".join(overrides),
+                "graphssl.sweep_dir": str(sweep_dir.absolute()),
+            },
+        )
+        self._parent = {
+            "run_id": run.info.run_id,
+            "experiment_id": experiment_id,
+            "tracking_uri": settings["tracking_uri"],
+        }
+        (sweep_dir / PARENT_FILE).write_text(json.dumps(self._parent))
+        log.info("MLflow sweep parent run %s", run.info.run_id)
+        # If the sweep dies (a failed job makes Hydra raise after the batch), the parent must
+        # not stay RUNNING: close it at interpreter exit with the child counts.
+        atexit.register(self._close)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if self._parent is None:
+            return
+        parent, self._parent = self._parent, None
+        counts = close_parent(parent["tracking_uri"], parent["run_id"])
+        if counts:
+            log.info("sweep parent %s: %s", parent["run_id"], counts)

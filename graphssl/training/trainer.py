@@ -1,0 +1,209 @@
+"""The one training loop of graphssl: epochs, early stopping, callbacks, checkpoints.
+
+Methods only define ``loss(batch)``; this loop owns optimisation, the order of batches, the
+progress bar and when callbacks (metric logging, checkpoints, diagnostics) are called.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch_geometric.data import Data
+from tqdm.auto import tqdm
+
+from graphssl.data.base import DataModule
+from graphssl.methods.base import SSLMethod
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EpochResult:
+    """What one epoch produced: mean of each loss term over batches, and wall time."""
+
+    epoch: int
+    metrics: dict[str, float]
+    seconds: float
+
+
+@dataclass
+class FitResult:
+    """Summary of :meth:`Trainer.fit`."""
+
+    epochs: list[EpochResult] = field(default_factory=list)
+    best_epoch: int = -1
+    best_loss: float = math.inf
+    stopped_early: bool = False
+
+    @property
+    def losses(self) -> list[float]:
+        return [e.metrics["loss"] for e in self.epochs]
+
+
+class Callback:
+    """Hooks the trainer calls; subclasses override what they need."""
+
+    def on_fit_start(self, trainer: Trainer, method: SSLMethod) -> None: ...
+
+    def on_epoch_end(self, trainer: Trainer, method: SSLMethod, result: EpochResult) -> None: ...
+
+    def on_fit_end(self, trainer: Trainer, method: SSLMethod, result: FitResult) -> None: ...
+
+
+class DivergedError(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+class Trainer:
+    """Trains any :class:`~graphssl.methods.base.SSLMethod` on a DataModule.
+
+    Args:
+        epochs: maximum number of epochs (default: ``100``).
+        device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; code never picks one itself
+            (default: ``"cpu"``).
+        patience: stop when the training loss has not improved for this many epochs and restore
+            the best weights; ``None`` disables early stopping (default: ``None``).
+        mini_batch: train on ``NeighborLoader`` mini-batches instead of the full graph
+            (default: ``False``).
+        num_neighbors: fanout per hop for mini-batch training (default: ``[10, 10]``).
+        batch_size: seed nodes per mini-batch (default: ``1024``).
+        grad_clip: clip the gradient norm to this value; ``None`` disables (default: ``None``).
+        progress: show a progress bar; ``None`` shows it only on a terminal (default: ``None``).
+        callbacks: objects with :class:`Callback` hooks.
+    """
+
+    def __init__(
+        self,
+        epochs: int = 100,
+        device: str = "cpu",
+        patience: int | None = None,
+        mini_batch: bool = False,
+        num_neighbors: Sequence[int] = (10, 10),
+        batch_size: int = 1024,
+        grad_clip: float | None = None,
+        progress: bool | None = None,
+        callbacks: Iterable[Callback] = (),
+    ) -> None:
+        if epochs < 0:
+            raise ValueError(f"trainer.epochs must be >= 0, got {epochs}")
+        if patience is not None and patience < 1:
+            raise ValueError(f"trainer.patience must be >= 1 or null, got {patience}")
+        if batch_size < 1:
+            raise ValueError(f"trainer.batch_size must be >= 1, got {batch_size}")
+        self.epochs = epochs
+        self.device = torch.device(device)
+        self.patience = patience
+        self.mini_batch = mini_batch
+        self.num_neighbors = list(num_neighbors)
+        self.batch_size = batch_size
+        self.grad_clip = grad_clip
+        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.callbacks: list[Callback] = list(callbacks)
+        self.start_epoch = 0
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.global_step = 0
+
+    # ------------------------------------------------------------------ loaders
+    def _batches(self, datamodule: DataModule, method: SSLMethod) -> Iterable[Data]:
+        if not self.mini_batch:
+            return datamodule.train_dataloader()
+        if not method.supports_mini_batch:
+            raise ValueError(f"{type(method).__name__} does not support mini-batch training; "
+                             f"set trainer.mini_batch=false")
+        return datamodule.neighbor_loader(self.num_neighbors, self.batch_size, shuffle=True)
+
+    def steps_per_epoch(self, datamodule: DataModule) -> int:
+        if not self.mini_batch:
+            loader = datamodule.train_dataloader()
+            return len(loader) if hasattr(loader, "__len__") else 1
+        n = datamodule.data.num_nodes
+        return max(1, math.ceil(n / self.batch_size))
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, method: SSLMethod, datamodule: DataModule) -> FitResult:
+        """Train ``method`` for up to :attr:`epochs` epochs and return the per-epoch losses."""
+        datamodule.setup()
+        method.to(self.device)
+        result = FitResult()
+        full_graph = datamodule.data if not datamodule.is_graph_level else None
+        if full_graph is not None:
+            method.on_train_start(full_graph, self.epochs)
+        for cb in self.callbacks:
+            cb.on_fit_start(self, method)
+
+        if full_graph is not None and (
+            summary := method.fit_without_gradients(full_graph, self.epochs)
+        ) is not None:
+            res = EpochResult(epoch=0, metrics={k: float(v) for k, v in summary.items()},
+                              seconds=float(summary.get("seconds", 0.0)))
+            result.epochs.append(res)
+            for cb in self.callbacks:
+                cb.on_epoch_end(self, method, res)
+            for cb in self.callbacks:
+                cb.on_fit_end(self, method, result)
+            return result
+
+        if self.optimizer is None:
+            self.optimizer = method.configure_optimizer()
+        optimizer = self.optimizer
+        assert optimizer is not None
+        max_steps = self.epochs * self.steps_per_epoch(datamodule)
+        best_state: dict[str, torch.Tensor] | None = None
+        bad_epochs = 0
+        bar = tqdm(range(self.start_epoch, self.epochs), desc=f"train {type(method).__name__}",
+                   disable=not self.progress, unit="epoch", dynamic_ncols=True)
+        for epoch in bar:
+            t0 = time.perf_counter()
+            method.train()
+            sums: dict[str, float] = {}
+            n_batches = 0
+            for batch in self._batches(datamodule, method):
+                batch = batch.to(self.device)
+                optimizer.zero_grad(set_to_none=True)
+                out = method.loss(batch)
+                loss = out["loss"]
+                if not torch.isfinite(loss):
+                    raise DivergedError(
+                        f"{type(method).__name__} loss became {loss.item()} at epoch {epoch}; "
+                        f"lower the learning rate or check the inputs for NaN"
+                    )
+                loss.backward()
+                if self.grad_clip is not None:
+                    torch.nn.utils.clip_grad_norm_(method.parameters(), self.grad_clip)
+                optimizer.step()
+                self.global_step += 1
+                method.on_after_optimizer_step(self.global_step, max_steps)
+                for k, v in out.items():
+                    sums[k] = sums.get(k, 0.0) + float(v.detach())
+                n_batches += 1
+            metrics = {k: v / max(n_batches, 1) for k, v in sums.items()}
+            res = EpochResult(epoch=epoch, metrics=metrics, seconds=time.perf_counter() - t0)
+            result.epochs.append(res)
+            bar.set_postfix(loss=f"{metrics['loss']:.4f}")
+            for cb in self.callbacks:
+                cb.on_epoch_end(self, method, res)
+            if metrics["loss"] < result.best_loss:
+                result.best_loss, result.best_epoch, bad_epochs = metrics["loss"], epoch, 0
+                if self.patience is not None:
+                    best_state = {k: v.detach().clone() for k, v in method.state_dict().items()}
+            else:
+                bad_epochs += 1
+                if self.patience is not None and bad_epochs >= self.patience:
+                    log.info("early stopping at epoch %d (best %d, loss %.4f)", epoch,
+                             result.best_epoch, result.best_loss)
+                    result.stopped_early = True
+                    break
+        bar.close()
+        if best_state is not None:
+            method.load_state_dict(best_state)
+        for cb in self.callbacks:
+            cb.on_fit_end(self, method, result)
+        return result
+
+

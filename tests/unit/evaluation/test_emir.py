@@ -1,0 +1,265 @@
+"""EMIR (information sufficiency) tests — spec ``metrics-spec.md`` §10.10.
+
+The estimator is stochastic; every test fixes its seeds and states its tolerance. Data sizes are
+chosen so the whole module runs in well under a minute on 2 CPU cores.
+
+Known-answer notes used below:
+
+* z-scored data, true MI of ``Z = U + N(0, s^2 I)`` is ``1/2 log(1 + 1/s^2)`` per dimension
+  (0.347 for ``s = 1``). The conditional net starts with ``LayerNorm(u)``, which discards the mean
+  over u's features and most of its norm (about 0.49 nats in total for ``s = 1``), so with
+  ``d = 32`` the best the estimator can reach is ~0.332/dim; fitting on the evaluation samples adds a
+  small positive bias. Hence d = 32 and a 0.05 tolerance.
+* The tanh clamp caps ``I_S / d_Z`` at ``H(Z)/d_Z + 0.0811 ~= 1.50`` for z-scored Gaussian ``Z``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from graphssl.evaluation.emir import (
+    CONDITIONAL_ENTROPY_FLOOR_PER_DIM,
+    GAUSSIAN_ENTROPY_PER_DIM,
+    ConditionalKernel,
+    EMIRConfig,
+    communities,
+    cross_encoder_l2,
+    cross_encoder_ranking,
+    fit_marginal,
+    information_sufficiency,
+    informativeness,
+    pairwise_information_sufficiency,
+    predictiveness_graph,
+    zscore,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_thread() -> Iterator[None]:
+    """The kernels here are tiny (d <= 32): one intra-op thread is faster and avoids OpenMP
+    oversubscription on shared CI cores. The previous setting is restored afterwards."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _rotation(d: int, g: torch.Generator) -> torch.Tensor:
+    q, _ = torch.linalg.qr(torch.randn(d, d, generator=g))
+    return q
+
+
+def _noisy_views(latent: torch.Tensor, sigmas: list[float], g: torch.Generator) -> list[torch.Tensor]:
+    """Each view: the latent in its own orthogonal basis plus isotropic noise of std sigma."""
+    d = latent.shape[1]
+    return [
+        latent @ _rotation(d, g) + s * torch.randn(latent.shape, generator=g) for s in sigmas
+    ]
+
+
+# ------------------------------------------------------------------ known answers (§10.10)
+
+
+def test_independent_gives_zero() -> None:
+    """U independent of Z -> |I_S| / d_Z < 0.05."""
+    g = _gen(0)
+    u, z = torch.randn(4000, 8, generator=g), torch.randn(4000, 8, generator=g)
+    r = information_sufficiency(u, z, EMIRConfig(seed=0))
+    assert abs(r.i_s_per_dim) < 0.05
+    assert r.d_u == r.d_z == 8 and r.n_eval == 4000
+    assert math.isclose(r.i_s, r.h_z - r.h_z_given_u)
+    assert math.isclose(r.i_s_per_dim, r.i_s / 8)
+
+
+def test_identical_is_large_but_capped_and_respects_floor() -> None:
+    """U = Z -> 1.0 < I_S/d_Z < 1.55 (clamp cap), and H(Z|U)/d_Z >= -0.0811 (§10.5)."""
+    z = torch.randn(4000, 16, generator=_gen(1))
+    r = information_sufficiency(z, z, EMIRConfig(n_epochs=30, seed=0))
+    assert 1.0 < r.i_s_per_dim < 1.55
+    assert r.h_z_given_u / r.d_z >= CONDITIONAL_ENTROPY_FLOOR_PER_DIM - 1e-6
+
+
+def test_linear_gaussian_known_mi() -> None:
+    """Z = U + N(0, I), d = 32 -> 1/2 log 2 = 0.347 nats/dim, tolerance 0.05 (see module doc)."""
+    g = _gen(2)
+    u = torch.randn(8000, 32, generator=g)
+    z = u + torch.randn(8000, 32, generator=g)
+    r = information_sufficiency(u, z, EMIRConfig(n_epochs=20, seed=0))
+    assert abs(r.i_s_per_dim - 0.5 * math.log(2.0)) < 0.05
+
+
+def test_marginal_entropy_of_standard_normal_from_above() -> None:
+    """Marginal only on N(0, I_d): H(Z)/d -> 1/2 log(2 pi e) = 1.4189.
+
+    The population cross-entropy is H + KL >= H; KL is estimated with the exact N(0, I) density as
+    control variate on 200k fresh samples (MC std ~1e-4), tolerance [-1e-3, 0.02]. The training-set
+    estimate may dip below H by O(1/N) (z-scoring, fitting on the same rows): [-0.005, 0.02].
+    """
+    d = 8
+    z = torch.randn(4000, d, generator=_gen(3))
+    config = EMIRConfig(seed=0)
+    kernel = fit_marginal(z, config)
+    fresh = torch.randn(200_000, d, generator=_gen(4))
+    with torch.no_grad():
+        log_p = kernel(fresh).double()
+    log_phi = -0.5 * (fresh.double() ** 2).sum(1) - 0.5 * d * math.log(2 * math.pi)
+    kl_per_dim = float((log_phi - log_p).mean()) / d
+    assert -1e-3 < kl_per_dim < 0.02
+    h_train = information_sufficiency(z, z, EMIRConfig(n_epochs=0), marginal=kernel).h_z / d
+    assert GAUSSIAN_ENTROPY_PER_DIM - 0.005 < h_train < GAUSSIAN_ENTROPY_PER_DIM + 0.02
+
+
+def test_conditional_density_floor_is_deterministic() -> None:
+    """-log p(z|u)/d_Z >= 1/2 log(2 pi) - 1 = -0.0811 for any parameters (std >= 1/e), with
+    equality at the tightest kernel centred on z."""
+    assert math.isclose(CONDITIONAL_ENTROPY_FLOOR_PER_DIM, -0.0811, abs_tol=1e-4)
+    torch.manual_seed(5)
+    d_u, d_z, k = 3, 5, 4
+    kernel = ConditionalKernel(d_u, d_z, k)
+    u, z = torch.randn(256, d_u), torch.randn(256, d_z)
+    with torch.no_grad():
+        for p in kernel.parameters():
+            p.mul_(50.0)  # extreme outputs: tanh saturates both ways
+        assert bool((-kernel(u, z) / d_z >= CONDITIONAL_ENTROPY_FLOOR_PER_DIM - 1e-6).all())
+        last = kernel.net[-1]
+        assert isinstance(last, torch.nn.Linear)
+        last.weight.zero_()
+        z0 = torch.randn(d_z)
+        bias = torch.cat([torch.zeros(1), z0, torch.full((d_z,), 50.0)]).repeat(k)
+        last.bias.copy_(bias)
+        nll = -kernel(u, z0.expand(256, d_z)) / d_z
+    torch.testing.assert_close(
+        nll, torch.full_like(nll, CONDITIONAL_ENTROPY_FLOOR_PER_DIM), atol=1e-5, rtol=0
+    )
+
+
+# ------------------------------------------------------------------ aggregation and graph
+
+
+def test_informativeness_ranks_noisy_views_in_noise_order() -> None:
+    """5 noisy copies ``latent + s * noise`` with s = (0.1, 0.3, 0.6, 1.0, 3.0): the true median
+    MI/dim is (0.50, 0.43, 0.40, 0.27, 0.04); with the default config the estimates are far lower
+    (under-fitted at N = 2000) but must be strictly decreasing in s."""
+    g = _gen(6)
+    latent = torch.randn(2000, 8, generator=g)
+    sigmas = [0.1, 0.3, 0.6, 1.0, 3.0]
+    views = {f"v{i}": latent + s * torch.randn(latent.shape, generator=g) for i, s in enumerate(sigmas)}
+    names, matrix = pairwise_information_sufficiency(views, EMIRConfig(seed=0), progress=False)
+    assert names == list(views)
+    assert matrix.shape == (5, 5) and bool(matrix.diagonal().isnan().all())
+    scores = informativeness(matrix, names)
+    values = [scores[f"v{i}"] for i in range(5)]
+    assert all(a > b for a, b in zip(values, values[1:])), values
+
+
+def test_louvain_finds_two_planted_groups() -> None:
+    """Two independent latents, 3 noisy views each (noise std 0.3) -> two communities."""
+    g = _gen(7)
+    views: dict[str, torch.Tensor] = {}
+    for group in ("a", "b"):
+        latent = torch.randn(1000, 8, generator=g)
+        for i, v in enumerate(_noisy_views(latent, [0.3, 0.3, 0.3], g)):
+            views[f"{group}{i}"] = v
+    names, matrix = pairwise_information_sufficiency(views, EMIRConfig(seed=0), progress=False)
+    graph = predictiveness_graph(matrix, names)
+    assert graph.number_of_nodes() == 6 and graph.number_of_edges() == 30
+    assert not any(u == v for u, v in graph.edges)
+    found = communities(graph, resolution=1.1, seed=0)
+    assert found == [{"a0", "a1", "a2"}, {"b0", "b1", "b2"}]
+
+
+def test_pairwise_entry_matches_single_estimate() -> None:
+    """The matrix reuses one marginal per target; the values equal a standalone estimate."""
+    g = _gen(8)
+    a = torch.randn(300, 3, generator=g)
+    emb = {"a": a, "b": a + 0.5 * torch.randn(300, 3, generator=g)}
+    config = EMIRConfig(n_epochs=2, n_epochs_marg=2, seed=3)
+    names, matrix = pairwise_information_sufficiency(emb, config, progress=False)
+    single = information_sufficiency(emb["a"], emb["b"], config)
+    assert names == ["a", "b"]
+    assert math.isclose(float(matrix[0, 1]), single.i_s_per_dim, rel_tol=1e-6, abs_tol=1e-9)
+
+
+def test_informativeness_median_skips_diagonal_and_nan() -> None:
+    nan = float("nan")
+    m = torch.tensor(
+        [[nan, 1.0, 2.0, 4.0], [0.5, nan, nan, 0.1], [3.0, 3.0, 5.0, 1.0], [nan, nan, nan, nan]],
+        dtype=torch.float64,
+    )
+    scores = informativeness(m, ["a", "b", "c", "d"])
+    assert scores["a"] == 2.0
+    assert math.isclose(scores["b"], 0.3)  # even count: mean of the two middle values
+    assert scores["c"] == 3.0  # the diagonal 5.0 is ignored
+    assert math.isnan(scores["d"])
+    graph = predictiveness_graph(m, ["a", "b", "c", "d"])
+    assert graph.number_of_edges() == 8
+    assert graph.nodes["a"]["informativeness"] == 2.0
+    with pytest.raises(ValueError, match=r"expected \(3, 3\)"):
+        informativeness(m, ["a", "b", "c"])
+
+
+# ------------------------------------------------------------------ baseline (§10.9)
+
+
+def test_cross_encoder_l2_identity_vs_independent_and_ranking() -> None:
+    """Per-dim test L2 of z-scored targets: ~1 when unpredictable, near 0 when U = Z; the
+    median-over-references ranking of noisy views follows the noise (lower = better)."""
+    g = _gen(9)
+    u, z = torch.randn(1000, 4, generator=g), torch.randn(1000, 4, generator=g)
+    independent = cross_encoder_l2(u, z, epochs=5, seed=0, per_dim=True)
+    identical = cross_encoder_l2(u, u, epochs=5, seed=0, per_dim=True)
+    assert 0.8 < independent < 1.3
+    assert identical < 0.2
+    latent = torch.randn(1000, 4, generator=g)
+    views = {f"v{i}": v for i, v in enumerate(_noisy_views(latent, [0.1, 0.5, 1.0, 2.0], g))}
+    scores = cross_encoder_ranking(views, epochs=3, seed=0, progress=False)
+    values = [scores[f"v{i}"] for i in range(4)]
+    assert all(a < b for a, b in zip(values, values[1:])), values
+
+
+# ------------------------------------------------------------------ validation
+
+
+def test_row_mismatch_names_embedders_and_counts() -> None:
+    emb = {"small": torch.randn(90, 3), "big": torch.randn(100, 3)}
+    with pytest.raises(ValueError, match=r"'small': 90.*'big': 100"):
+        pairwise_information_sufficiency(emb, progress=False)
+    with pytest.raises(ValueError, match="u has 90 rows but z has 100"):
+        information_sufficiency(emb["small"], emb["big"])
+    with pytest.raises(ValueError, match=r"'small': 90"):
+        cross_encoder_ranking(emb, progress=False)
+
+
+def test_nan_rows_rejected() -> None:
+    x = torch.randn(50, 3)
+    x[7, 1] = float("nan")
+    with pytest.raises(ValueError, match="1 of 50 rows with NaN"):
+        pairwise_information_sufficiency({"a": x, "b": torch.randn(50, 3)}, progress=False)
+    with pytest.raises(ValueError, match="NaN"):
+        information_sufficiency(torch.randn(50, 2), x)
+
+
+def test_zscore_drops_constant_dimensions() -> None:
+    x = torch.cat([torch.randn(20, 2, generator=_gen(10)), torch.full((20, 1), 3.0)], dim=1)
+    with pytest.warns(UserWarning, match="dropped 1 of 3"):
+        zs, dropped = zscore(x)
+    assert dropped == 1 and zs.shape == (20, 2)
+    torch.testing.assert_close(zs.mean(0), torch.zeros(2, dtype=zs.dtype), atol=1e-12, rtol=0)
+    torch.testing.assert_close(zs.std(0), torch.ones(2, dtype=zs.dtype), atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="all 1 dimensions"):
+        zscore(torch.ones(5, 1))
+
+
+def test_config_rejects_bad_values() -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        EMIRConfig(batch_size=0)
+    with pytest.raises(ValueError, match="average"):
+        EMIRConfig(average="mean")  # type: ignore[arg-type]
