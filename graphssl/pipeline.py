@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.conf import HydraConf
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from hydra.utils import instantiate
@@ -31,16 +32,18 @@ from graphssl.utils import git_commit, package_versions, seed_everything, tensor
 log = logging.getLogger(__name__)
 
 
-def _hydra() -> HydraConfig | None:
+def _hydra() -> HydraConf | None:
     return HydraConfig.get() if HydraConfig.initialized() else None
 
 
 def resolve_config(cfg: DictConfig) -> DictConfig:
     """A resolved copy of ``cfg`` (without the ``hydra`` node); missing values fail here,
     before any work (design.md §6)."""
-    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    keys = [str(k) for k in cfg if k != "hydra"]
+    container = OmegaConf.to_container(
+        OmegaConf.masked_copy(cfg, keys), resolve=True, throw_on_missing=True
+    )
     assert isinstance(container, dict)
-    container.pop("hydra", None)
     out = OmegaConf.create(container)
     assert isinstance(out, DictConfig)
     return out
@@ -50,7 +53,7 @@ def build_datamodule(cfg: DictConfig) -> DataModule:
     dm = instantiate(cfg.dataset)
     if not isinstance(dm, DataModule):
         raise TypeError(f"dataset._target_ must build a graphssl DataModule, got "
-                        f"{type(dm).__name__} from {cfg.dataset.get('_target_')!r}")
+                        f"{type(dm).__name__} from {cfg.dataset['_target_']!r}")
     dm.setup()
     return dm
 
@@ -58,13 +61,14 @@ def build_datamodule(cfg: DictConfig) -> DataModule:
 def build_method(cfg: DictConfig, dm: DataModule) -> SSLMethod:
     """Instantiate ``cfg.model`` with the encoder's input size taken from the dataset."""
     model_cfg = OmegaConf.create(OmegaConf.to_container(cfg.model, resolve=True))
+    assert isinstance(model_cfg, DictConfig)
     enc = model_cfg.get("encoder")
     if isinstance(enc, DictConfig) and enc.get("in_channels", None) == -1:
         enc.in_channels = dm.num_features
     method = instantiate(model_cfg)
     if not isinstance(method, SSLMethod):
         raise TypeError(f"model._target_ must build a graphssl SSLMethod, got "
-                        f"{type(method).__name__} from {cfg.model.get('_target_')!r}")
+                        f"{type(method).__name__} from {cfg.model['_target_']!r}")
     return method
 
 
@@ -82,7 +86,7 @@ def _params(cfg: DictConfig) -> dict[str, Any]:
     return {k: v for k, v in flat.items() if not k.startswith("model.encoder.")}
 
 
-def _tags(hc: HydraConfig | None) -> dict[str, str]:
+def _tags(hc: HydraConf | None) -> dict[str, str]:
     tags = {f"version.{k}": v for k, v in package_versions().items()}
     tags["git.commit"] = git_commit()
     if hc is not None:

@@ -85,6 +85,8 @@ _REF_EPS = 1e-12
 DEFAULT_CHUNK_SIZE = 8192
 #: Pass 1 on CPU runs in NumPy (BLAS syrk, worker threads); False forces the torch path.
 _NUMPY_PASS = True
+#: At most this many pass-1 workers (each holds a few float64 chunks and its own D × D sums).
+_MAX_WORKERS = 8
 
 
 # --------------------------------------------------------------------------------------------
@@ -132,7 +134,7 @@ def _check_method(method: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Chunked Gram accumulation
+# Spectral analysis shared by every metric
 # --------------------------------------------------------------------------------------------
 
 
@@ -140,17 +142,11 @@ def _row_chunks(x: Tensor, chunk_size: int) -> list[Tensor]:
     return list(torch.split(x, chunk_size, dim=0))
 
 
-# --------------------------------------------------------------------------------------------
-# Spectral analysis shared by every metric
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass
 class _Spectrum:
     """Singular values of ``X`` or ``X_c``, descending, length ``min(N, D)``, zeros below tol."""
 
     sigma: Tensor
-    tol: float
     rank: int
     exact: bool
 
@@ -177,7 +173,7 @@ def _spectrum(sigma: Tensor, k: int, tol: float, exact: bool) -> _Spectrum:
     if s.numel() < k:
         s = torch.cat([s, s.new_zeros(k - s.numel())])
     s = torch.where(s > tol, s, torch.zeros_like(s))
-    return _Spectrum(sigma=s, tol=tol, rank=int((s > 0).sum()), exact=exact)
+    return _Spectrum(sigma=s, rank=int((s > 0).sum()), exact=exact)
 
 
 def _gram_trusted(sigma_desc: Tensor, k: int) -> bool:
@@ -216,9 +212,7 @@ def _fast_float32_ok(x: Tensor) -> bool:
     )
 
 
-def _leverage_max(
-    x: Tensor, m: Tensor, chunk_size: int, row_norms: Tensor | None = None
-) -> float:
+def _leverage_max(x: Tensor, m: Tensor, chunk_size: int, row_norms: Tensor | None = None) -> float:
     """``max_i ‖x_i M‖²`` over row chunks, equal to the float64 computation.
 
     When ``row_norms`` (``‖x_i‖`` in float64) are given and ``x`` is float32, the products run
@@ -230,10 +224,13 @@ def _leverage_max(
     maximum; they are recomputed in float64 (all rows, if that is more than an eighth of them).
     """
     n, d = x.shape
-    if row_norms is not None and _fast_float32_ok(x):
+    m_fro = float(torch.linalg.matrix_norm(m))
+    # float32 keeps the relative error bound only away from overflow and underflow
+    in_range = m_fro > 1e-30 and float(m.abs().max()) < 1e30
+    if row_norms is not None and in_range and _fast_float32_ok(x):
         m32 = m.to(torch.float32)
         gamma = d * _U32 / (1.0 - d * _U32)
-        c_abs = (_U32 + gamma * (1.0 + _U32)) * float(torch.linalg.matrix_norm(m)) * 1.001
+        c_abs = (_U32 + gamma * (1.0 + _U32)) * m_fro * 1.001
         c_rel = (d + 2) * _U32 / (1.0 - (d + 2) * _U32) * 1.001
         approx = torch.empty(n, dtype=torch.float64, device=x.device)
         start = 0
@@ -319,7 +316,7 @@ def _pass1_numpy(
                 gw += rows.T @ rows
         return gc, gw, kept
 
-    n_workers = max(1, min(torch.get_num_threads(), -(-n // chunk_size)))
+    n_workers = max(1, min(torch.get_num_threads(), _MAX_WORKERS, -(-n // chunk_size)))
     step = -(-n // n_workers)
     bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
     with _blas_one_thread():
@@ -329,15 +326,13 @@ def _pass1_numpy(
             with ThreadPoolExecutor(max_workers=len(bounds)) as pool:
                 parts = list(pool.map(lambda b: work(*b), bounds))
 
-    def total(i: int) -> Tensor | None:
-        mats = [p[i] for p in parts]
-        if mats[0] is None:
-            return None
-        return torch.from_numpy(np.sum(mats, axis=0))
+    def total(mats: list[np.ndarray | None]) -> Tensor | None:
+        present = [m for m in mats if m is not None]
+        return torch.from_numpy(np.sum(present, axis=0)) if present else None
 
     return _Pass1(
-        gram_c=total(0),
-        gram_w=total(1),
+        gram_c=total([p[0] for p in parts]),
+        gram_w=total([p[1] for p in parts]),
         kept=sum(p[2] for p in parts),
         row_norms=torch.from_numpy(row_norms) if row_norms is not None else None,
     )
@@ -384,8 +379,11 @@ def _pass1_torch(
             kept += rows.shape[0]
             gw.addmm_(rows.T, rows)
         start = stop
-    sym = (lambda g: None if g is None else (g + g.T) / 2)  # noqa: E731 - local helper
-    return _Pass1(gram_c=sym(gc), gram_w=sym(gw), kept=kept, row_norms=row_norms)
+    return _Pass1(gram_c=_symmetrized(gc), gram_w=_symmetrized(gw), kept=kept, row_norms=row_norms)
+
+
+def _symmetrized(g: Tensor | None) -> Tensor | None:
+    return None if g is None else (g + g.T) / 2
 
 
 def _eigvalsh_desc(g: Tensor) -> Tensor:
@@ -395,27 +393,36 @@ def _eigvalsh_desc(g: Tensor) -> Tensor:
 def _analyze(
     x: Tensor,
     *,
-    spectra: bool = True,
+    plain: bool = False,
+    centered: bool = False,
     leverage: bool = False,
     self_cluster: bool = False,
     sc_center: bool = False,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     method: Method = "auto",
 ) -> _Analysis:
-    """Spectra of ``X`` and ``X_c``, coherence and SelfCluster in one or two passes over rows.
+    """Spectra of ``X`` (``plain``) and ``X_c`` (``centered``), coherence (``leverage``) and
+    SelfCluster, in one or two passes over the rows.
 
     Gram route (``N > D``, ``method="auto"``): pass 1 accumulates ``X_cᵀX_c`` (chunks centered
     in float64, so no cancellation), the Gram matrix of the normalized rows and the row norms;
-    ``XᵀX = X_cᵀX_c + N·μμᵀ``; singular values from ``eigvalsh``. If ``σ₁/σ_k ≤ 1e6`` for both
-    spectra, ``X`` has full column rank, so ``V`` is orthogonal (``μ_V = 1``) and the leverage
-    ``ℓ_i = x_iᵀ(XᵀX)⁻¹x_i = ‖L⁻¹x_i‖²`` comes from the Cholesky factor ``L`` (pass 2).
-    Otherwise, and for ``N ≤ D``, the QR/SVD route below replaces the spectra.
+    ``XᵀX = X_cᵀX_c + N·μμᵀ``; singular values from ``eigvalsh``. If ``σ₁/σ_k ≤ 1e6`` for the
+    requested spectra, they are kept; for the coherence ``X`` then has full column rank, so
+    ``V`` is orthogonal (``μ_V = 1``) and the leverage ``ℓ_i = x_iᵀ(XᵀX)⁻¹x_i = ‖L⁻¹x_i‖²``
+    comes from the Cholesky factor ``L`` (pass 2). Otherwise, and for ``N ≤ D``, the QR/SVD
+    route replaces the spectra.
+
+    Singular values at most ``max(N, D)·eps·σ₁(X)`` count as zero; for ``X_c`` the scale is
+    ``σ₁(X_c) + √N·‖μ‖ ≥ σ₁(X)``, which covers the round-off of the centering itself (so that
+    constant embeddings have an exactly zero centered spectrum).
     """
+    plain = plain or leverage
     n, d = x.shape
     k = min(n, d)
     out = _Analysis(n=n, d=d)
-    use_gram = spectra and method == "auto" and n > d
+    use_gram = (plain or centered) and method == "auto" and n > d
     mu = x.sum(dim=0, dtype=torch.float64) / n
+    mean_scale = math.sqrt(n) * float(torch.linalg.vector_norm(mu))
 
     # ---- pass 1 -------------------------------------------------------------------------
     p1: _Pass1 | None = None
@@ -434,8 +441,11 @@ def _analyze(
     if p1 is not None and p1.gram_w is not None:
         out.sc_zero_rows = n - p1.kept
         out.sc_value = _self_cluster_from_gram(p1.gram_w, p1.kept, d)
-    if not spectra:
+    if not (plain or centered):
         return out
+
+    def tol_of(s1: float) -> float:
+        return max(n, d) * _EPS64 * s1
 
     # ---- spectra: Gram route with a safety net ---------------------------------------------
     sig_p: Tensor | None = None
@@ -445,15 +455,16 @@ def _analyze(
     if p1 is not None and p1.gram_c is not None:
         g_c = p1.gram_c
         g = g_c + n * torch.outer(mu, mu)
-        out.frob2 = float(torch.trace(g))
-        sig_p = _eigvalsh_desc(g).clamp_min(0.0).sqrt()
-        sig_c = _eigvalsh_desc(g_c).clamp_min(0.0).sqrt()
-        tol = max(n, d) * _EPS64 * float(sig_p[0])
-        # A centered spectrum at the round-off level of X is zero: no safety net needed.
-        centered_zero = float(sig_c[0]) <= tol
-        if not (_gram_trusted(sig_p, k) and (centered_zero or _gram_trusted(sig_c, k))):
-            exact = True
-        elif leverage and float(sig_p[0]) > 0.0:
+        if plain:
+            out.frob2 = float(torch.trace(g))
+            sig_p = _eigvalsh_desc(g).clamp_min(0.0).sqrt()
+            exact |= not _gram_trusted(sig_p, k)
+        if centered:
+            sig_c = _eigvalsh_desc(g_c).clamp_min(0.0).sqrt()
+            # a centered spectrum at the round-off level of X is zero: no safety net needed
+            zero = float(sig_c[0]) <= tol_of(float(sig_c[0]) + mean_scale)
+            exact |= not (zero or _gram_trusted(sig_c, k))
+        if leverage and not exact and sig_p is not None and float(sig_p[0]) > 0.0:
             chol, info = torch.linalg.cholesky_ex(g)
             if int(info) != 0:  # pragma: no cover - cannot happen for σ₁/σ_D ≤ 1e6
                 exact = True
@@ -464,21 +475,23 @@ def _analyze(
     vh: Tensor | None = None
     if exact:
         r_x, r_c = _qr_factors(x)
-        out.frob2 = float(r_x.square().sum())
-        if leverage:
-            _, sig_p, vh = torch.linalg.svd(r_x, full_matrices=False)
-        else:
-            sig_p = torch.linalg.svdvals(r_x)
-        sig_c = torch.linalg.svdvals(r_c) if r_c.shape[0] > 0 else r_c.new_zeros(0)
+        if plain:
+            out.frob2 = float(r_x.square().sum())
+            if leverage:
+                _, sig_p, vh = torch.linalg.svd(r_x, full_matrices=False)
+            else:
+                sig_p = torch.linalg.svdvals(r_x)
+        if centered:
+            sig_c = torch.linalg.svdvals(r_c) if r_c.shape[0] > 0 else r_c.new_zeros(0)
 
-    assert sig_p is not None and sig_c is not None  # one of the two routes ran
-    s1 = float(sig_p[0]) if sig_p.numel() else 0.0
-    tol = max(n, d) * _EPS64 * s1
-    out.plain = _spectrum(sig_p, k, tol, exact)
-    out.centered = _spectrum(sig_c, k, tol, exact)
+    if sig_p is not None:
+        out.plain = _spectrum(sig_p, k, tol_of(float(sig_p[0])), exact)
+    if sig_c is not None:
+        s1c = float(sig_c[0]) if sig_c.numel() else 0.0
+        out.centered = _spectrum(sig_c, k, tol_of(s1c + mean_scale), exact)
 
     # ---- pass 2: leverage scores for the coherence ------------------------------------------
-    if leverage and out.plain.rank > 0:
+    if leverage and out.plain is not None and out.plain.rank > 0:
         r = out.plain.rank
         if exact:
             assert vh is not None
@@ -486,8 +499,7 @@ def _analyze(
             out.mu_u = n / r * _leverage_max(x, v_r / out.plain.sigma[:r], chunk_size)
             out.mu_v = d / r * float(v_r.square().sum(dim=1).max())
         else:
-            assert chol_inv_t is not None
-            assert p1 is not None
+            assert chol_inv_t is not None and p1 is not None
             out.mu_u = n / r * _leverage_max(x, chol_inv_t, chunk_size, p1.row_norms)
             out.mu_v = 1.0  # r = D: V is a D × D orthogonal matrix, every row has norm 1
     return out
@@ -669,13 +681,16 @@ def rankme(
     Returns:
         The RankMe value as a Python float.
     """
-    x = _validate(embeddings, nan_policy)
+    return _rankme(_validate(embeddings, nan_policy), center, eps, reference)
+
+
+def _rankme(x: Tensor, center: bool, eps: float, reference: bool) -> float:
     if reference:
         xn = _np64(x)
         if center:
             xn = xn - xn.mean(axis=0)
         return _ref_rankme(_ref_svd(xn, compute_uv=False)[1])
-    a = _analyze(x)
+    a = _analyze(x, plain=not center, centered=center)
     spec = a.centered if center else a.plain
     assert spec is not None
     return _rankme_from(spec, eps)
@@ -712,7 +727,7 @@ def effective_rank(
     if reference:
         xn = _np64(x)
         return _ref_rankme(_ref_svd(xn - xn.mean(axis=0), compute_uv=False)[1])
-    spec = _analyze(x).centered
+    spec = _analyze(x, centered=True).centered
     assert spec is not None
     if float(spec.sigma.sum()) <= eps:
         return 0.0
@@ -744,7 +759,7 @@ def rankme_normalized(
     """
     x = _validate(embeddings, nan_policy)
     n, d = x.shape
-    value = rankme(x, center=center, eps=eps, reference=reference)
+    value = _rankme(x, center, eps, reference)
     denom = min(n - 1, d) if center else min(n, d)
     return value / denom if denom > 0 else 0.0
 
@@ -783,7 +798,7 @@ def alpha_req(
     x = _validate(embeddings, nan_policy)
     if reference:
         return _ref_alpha(_ref_svd(_np64(x), compute_uv=False)[1])
-    a = _analyze(x)
+    a = _analyze(x, plain=not center, centered=center)
     spec = a.centered if center else a.plain
     assert spec is not None
     return _alpha_from(spec, lo_hi, weighted)
@@ -812,7 +827,7 @@ def nesum(
     x = _validate(embeddings, nan_policy)
     if reference:
         return _ref_nesum(_np64(x))
-    spec = _analyze(x).centered
+    spec = _analyze(x, centered=True).centered
     assert spec is not None
     return _nesum_from(spec)
 
@@ -839,7 +854,7 @@ def stable_rank(
     if reference:
         xn = _np64(x)
         return _ref_stable_rank(xn, _ref_svd(xn, compute_uv=False)[1])
-    a = _analyze(x)
+    a = _analyze(x, plain=True)
     assert a.plain is not None
     return _stable_rank_from(a.frob2, a.plain)
 
@@ -875,7 +890,7 @@ def condition_number(
     x = _validate(embeddings, nan_policy)
     if reference:
         return _ref_condition(_ref_svd(_np64(x), compute_uv=False)[1])
-    a = _analyze(x)
+    a = _analyze(x, plain=True)
     assert a.plain is not None
     return _condition_from(a.plain, reciprocal, sigma_min)
 
@@ -943,7 +958,7 @@ def self_cluster(
     x = _validate(embeddings, nan_policy)
     if reference:
         return _ref_self_cluster(_np64(x))
-    a = _analyze(x, spectra=False, self_cluster=True, sc_center=center)
+    a = _analyze(x, self_cluster=True, sc_center=center)
     _warn_zero_rows(a.sc_zero_rows, a.n)
     return a.sc_value
 
@@ -986,7 +1001,13 @@ def embedding_diagnostics(
     if reference:
         return _reference_suite(x)
     a = _analyze(
-        x, leverage=True, self_cluster=True, chunk_size=chunk_size, method=method
+        x,
+        plain=True,
+        centered=True,
+        leverage=True,
+        self_cluster=True,
+        chunk_size=chunk_size,
+        method=method,
     )
     _warn_zero_rows(a.sc_zero_rows, n)
     assert a.plain is not None and a.centered is not None

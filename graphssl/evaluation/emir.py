@@ -3,9 +3,11 @@
 Darrin et al., *When is an Embedding Model More Promising than Another?*, NeurIPS 2024
 (https://arxiv.org/abs/2406.07640), estimator from KNIFE (Pichler et al., ICML 2022,
 https://arxiv.org/abs/2202.06618). Reference code: ``ills-montreal/emir``
-(``emir/estimators/knife_estimator.py``, ``kernels/gaussian_kernel.py``, ``kernels/feed_forward.py``).
+(``emir/estimators/knife_estimator.py``, ``kernels/gaussian_kernel.py``,
+``kernels/feed_forward.py``).
 
-For two embedders of the same N inputs, ``U`` ``[N, d_U]`` (source) and ``Z`` ``[N, d_Z]`` (target)::
+For two embedders of the same N inputs, ``U`` ``[N, d_U]`` (source) and ``Z`` ``[N, d_Z]``
+(target)::
 
     I_S(U -> Z) = H(Z) - H(Z | U)          (nats; asymmetric)
 
@@ -13,14 +15,15 @@ where both entropies are KNIFE cross-entropy estimates: a diagonal Gaussian mixt
 (:class:`MarginalKernel`) and a Gaussian mixture whose weights, means and scales are produced from
 ``u`` by a small feed-forward net (:class:`ConditionalKernel`), both trained by maximum likelihood
 and evaluated on the training samples (spec ``metrics-spec.md`` §10). Pairs are turned into a model
-score by :func:`informativeness` (median over reference targets of ``I_S(U -> Z) / d_Z``; higher is
-better), and into a predictiveness graph whose Louvain communities group embedders that carry the
-same information (:func:`predictiveness_graph`, :func:`communities`). :func:`cross_encoder_l2` is the
-reconstruction-error baseline of the EMIR rebuttal (lower is better).
+score by :func:`informativeness` (median over reference targets of ``I_S(U -> Z) / d_Z``;
+higher is better), and into a predictiveness graph whose Louvain communities group embedders that
+carry the same information (:func:`predictiveness_graph`, :func:`communities`).
+:func:`cross_encoder_l2` is the reconstruction-error baseline of the EMIR rebuttal (lower is
+better).
 
-Known limitation (spec §10.5): the scale clamp ``s = exp(tanh(l))`` bounds every component's std to
-``[1/e, e]``, so ``H(Z|U) / d_Z >= 1/2 log(2 pi) - 1 = -0.0811`` and ``I_S / d_Z`` is capped at about
-1.5 nats for z-scored targets, whatever ``U`` is.
+Known limitation (spec §10.5): the scale clamp ``s = exp(tanh(l))`` bounds every component's
+std to ``[1/e, e]``, so ``H(Z|U) / d_Z >= 1/2 log(2 pi) - 1 = -0.0811`` and ``I_S / d_Z`` is
+capped at about 1.5 nats for z-scored targets, whatever ``U`` is.
 """
 
 from __future__ import annotations
@@ -29,13 +32,16 @@ import copy
 import math
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
+import networkx as nx
 import numpy as np
 import torch
+from networkx.algorithms.community import louvain_communities
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from graphssl.evaluation._checks import as_float_matrix
 
@@ -134,9 +140,7 @@ class EMIRConfig:
         for name in ("ff_layers", "ff_dim_hidden", "n_epochs", "n_epochs_marg"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
-                raise ValueError(
-                    f"EMIRConfig.{name} must be a non-negative integer, got {value!r}"
-                )
+                raise ValueError(f"EMIRConfig.{name} must be a non-negative integer, got {value!r}")
         if self.average not in ("var", "fixed"):
             raise ValueError(f"EMIRConfig.average must be 'var' or 'fixed', got {self.average!r}")
         if self.stopping_criterion not in ("max_epochs", "early_stopping"):
@@ -187,7 +191,9 @@ class EMIRResult:
 # --------------------------------------------------------------------------------------------
 
 
-def zscore(embeddings: Tensor, eps: float = 1e-8, *, name: str = "embeddings") -> tuple[Tensor, int]:
+def zscore(
+    embeddings: Tensor, eps: float = 1e-8, *, name: str = "embeddings"
+) -> tuple[Tensor, int]:
     """Standardise every dimension (spec §10.2): ``(E - mean) / (std + eps)``, unbiased std.
 
     Dimensions whose values are all equal carry no information and would divide by ``eps``
@@ -226,12 +232,13 @@ def zscore(embeddings: Tensor, eps: float = 1e-8, *, name: str = "embeddings") -
     return x, n_dropped
 
 
-def _validate_embeddings(embeddings: Mapping[str, Tensor], *, minimum: int = 2) -> dict[str, Tensor]:
+def _validate_embeddings(
+    embeddings: Mapping[str, Tensor], *, minimum: int = 2
+) -> dict[str, Tensor]:
     """Check names, shapes and row counts of a ``{name: [N, d_name]}`` mapping."""
     if not isinstance(embeddings, Mapping):
         raise TypeError(
-            f"embeddings must be a mapping {{name: [N, D] tensor}}, got "
-            f"{type(embeddings).__name__}"
+            f"embeddings must be a mapping {{name: [N, D] tensor}}, got {type(embeddings).__name__}"
         )
     if len(embeddings) < minimum:
         raise ValueError(
@@ -265,7 +272,9 @@ def _check_pair(u: Tensor, z: Tensor, u_name: str = "u", z_name: str = "z") -> N
 # --------------------------------------------------------------------------------------------
 
 
-def _mixture_logpdf(z: Tensor, log_w: Tensor, mu: Tensor, raw_scale: Tensor, use_tanh: bool) -> Tensor:
+def _mixture_logpdf(
+    z: Tensor, log_w: Tensor, mu: Tensor, raw_scale: Tensor, use_tanh: bool
+) -> Tensor:
     """Log-density of a diagonal Gaussian mixture parametrised by precision scales.
 
     Args:
@@ -282,7 +291,9 @@ def _mixture_logpdf(z: Tensor, log_w: Tensor, mu: Tensor, raw_scale: Tensor, use
     s = log_s.exp()
     y = s * (z.unsqueeze(1) - mu)  # [B, K, d]
     quad = (y * y).sum(dim=-1)  # [B, K]
-    log_det = torch.log(s.abs() + _LOG_EPS).sum(dim=-1)  # [B or 1, K]
+    # The reference takes log(|s| + 1e-8). Under the tanh clamp s >= 1/e, where the 1e-8 is below
+    # half an ulp of s in float32 (s + 1e-8 == s), so log|s| = tanh(l) up to rounding.
+    log_det = log_s.sum(dim=-1) if use_tanh else torch.log(s.abs() + _LOG_EPS).sum(dim=-1)
     d = z.shape[-1]
     return torch.logsumexp(log_w + log_det - 0.5 * quad, dim=-1) - 0.5 * d * math.log(2 * math.pi)
 
@@ -290,7 +301,8 @@ def _mixture_logpdf(z: Tensor, log_w: Tensor, mu: Tensor, raw_scale: Tensor, use
 class MarginalKernel(nn.Module):
     """KNIFE marginal ``p(z)``: diagonal Gaussian mixture (EMIR ``GaussianMargKernel``, §10.3).
 
-    ``log p(z) = -(d/2) log 2pi + logsumexp_m [log w_m + sum_j log s_mj - 1/2 sum_j (s_mj (z_j - a_mj))^2]``
+    ``log p(z) = -(d/2) log 2pi``
+    ``+ logsumexp_m [log w_m + sum_j log s_mj - 1/2 sum_j (s_mj (z_j - a_mj))^2]``
     with ``w = softmax(logits)``, ``s = exp(tanh(l))``.
 
     Args:
@@ -390,7 +402,10 @@ class ConditionalKernel(nn.Module):
 # --------------------------------------------------------------------------------------------
 
 
-def _build_seeded(seed: int, build):  # type: ignore[no-untyped-def]
+_T = TypeVar("_T")
+
+
+def _build_seeded(seed: int, build: Callable[[], _T]) -> _T:
     """Run ``build()`` with the CPU generator seeded, leaving the global RNG untouched."""
     with torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(seed)
@@ -419,7 +434,7 @@ def _split(n: int, config: EMIRConfig) -> tuple[Tensor, Tensor]:
     if not config.held_out:
         idx = torch.arange(n)
         return idx, idx
-    n_eval = int(round(n * config.held_out_fraction))
+    n_eval = round(n * config.held_out_fraction)
     if n_eval < 1 or n - n_eval < 1:
         raise ValueError(
             f"held_out_fraction={config.held_out_fraction} of {n} rows leaves an empty part; "
@@ -545,16 +560,31 @@ def fit_marginal(z: Tensor, config: EMIRConfig | None = None) -> MarginalKernel:
     return _train_marginal(zs[train_idx.to(zs.device)], config)
 
 
-def fit_conditional(u: Tensor, z: Tensor, config: EMIRConfig | None = None) -> ConditionalKernel:
-    """Fit the conditional ``p(z|u)`` on z-scored ``(u, z)`` (spec §10.4); no early stopping
-    reference is available here, so ``config.stopping_criterion`` uses ``H(Z) = 1``."""
+def fit_conditional(
+    u: Tensor,
+    z: Tensor,
+    config: EMIRConfig | None = None,
+    marginal: MarginalKernel | None = None,
+) -> ConditionalKernel:
+    """Fit the conditional ``p(z|u)`` on z-scored ``(u, z)`` (spec §10.4).
+
+    The marginal is only needed for ``config.stopping_criterion == "early_stopping"`` (the
+    criterion is relative to ``H(Z)``); it is fitted then unless given.
+
+    Returns:
+        The trained :class:`ConditionalKernel` (eval mode) on ``config.device``.
+    """
     config = config or EMIRConfig()
     _check_pair(as_float_matrix(u, name="u"), as_float_matrix(z, name="z"))
     us, _ = _prepare(u, "u", config)
     zs, _ = _prepare(z, "z", config)
-    train_idx, _ = _split(zs.shape[0], config)
+    train_idx, eval_idx = _split(zs.shape[0], config)
     t = train_idx.to(zs.device)
-    return _train_conditional(us[t], zs[t], 1.0, config)
+    h_z = float("nan")
+    if config.stopping_criterion == "early_stopping":
+        marginal = marginal if marginal is not None else _train_marginal(zs[t], config)
+        h_z = _mean_nll_marginal(marginal, zs[eval_idx.to(zs.device)])
+    return _train_conditional(us[t], zs[t], h_z, config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -630,12 +660,11 @@ def information_sufficiency(
     return _information_sufficiency_prepared(us, zs, marginal, h_z, config, dropped_u, dropped_z)
 
 
-def _progress(iterable: Iterable, total: int, enabled: bool, desc: str):  # type: ignore[no-untyped-def]
+def _progress(items: Sequence[_T], enabled: bool, desc: str) -> Iterable[_T]:
+    """``items`` wrapped in a tqdm bar when ``enabled`` and stderr is a terminal."""
     if not enabled:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, disable=not sys.stderr.isatty())
+        return items
+    return tqdm(items, total=len(items), desc=desc, disable=not sys.stderr.isatty())
 
 
 def pairwise_information_sufficiency(
@@ -667,7 +696,7 @@ def pairwise_information_sufficiency(
     current_target = -1
     marginal: MarginalKernel | None = None
     h_z = float("nan")
-    for i, j in _progress(pairs, len(pairs), progress, "EMIR pairs"):
+    for i, j in _progress(pairs, progress, "EMIR pairs"):
         zs, dropped_z = prepared[names[j]]
         if j != current_target:
             marginal = _train_marginal(zs[train_idx.to(zs.device)], config)
@@ -688,7 +717,9 @@ def pairwise_information_sufficiency(
 
 
 def _as_square(matrix: Tensor | np.ndarray, names: Sequence[str]) -> np.ndarray:
-    m = np.asarray(matrix.detach().cpu() if isinstance(matrix, Tensor) else matrix, dtype=np.float64)
+    m = np.asarray(
+        matrix.detach().cpu() if isinstance(matrix, Tensor) else matrix, dtype=np.float64
+    )
     if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] != len(names):
         raise ValueError(
             f"matrix has shape {m.shape}; expected ({len(names)}, {len(names)}) for "
@@ -723,7 +754,7 @@ def informativeness(matrix: Tensor | np.ndarray, names: Sequence[str]) -> dict[s
 
 def predictiveness_graph(
     matrix: Tensor | np.ndarray, names: Sequence[str], *, normalize: bool = False
-):  # type: ignore[no-untyped-def]
+) -> nx.DiGraph:
     """Directed predictiveness graph (spec §10.8): edge ``U -> Z`` per finite off-diagonal pair.
 
     Edge attribute ``"i_s_per_dim"`` holds the raw value; ``"weight"`` (used by Louvain) is the
@@ -735,8 +766,6 @@ def predictiveness_graph(
     Returns:
         ``networkx.DiGraph`` without self-loops.
     """
-    import networkx as nx
-
     m = _as_square(matrix, names)
     off = ~np.eye(len(names), dtype=bool) & ~np.isnan(m)
     if normalize and off.any():
@@ -748,9 +777,7 @@ def predictiveness_graph(
     out_scores = informativeness(m, names)
     in_scores = informativeness(m.T, names)
     for name in names:
-        graph.add_node(
-            name, informativeness=out_scores[name], predictability=in_scores[name]
-        )
+        graph.add_node(name, informativeness=out_scores[name], predictability=in_scores[name])
     for i, source in enumerate(names):
         for j, target in enumerate(names):
             if off[i, j]:
@@ -760,7 +787,7 @@ def predictiveness_graph(
     return graph
 
 
-def communities(graph, resolution: float = 1.1, seed: int = 0) -> list[set[str]]:  # type: ignore[no-untyped-def]
+def communities(graph: nx.DiGraph, resolution: float = 1.1, seed: int = 0) -> list[set[str]]:
     """Louvain communities of a predictiveness graph (``networkx`` ``louvain_communities``).
 
     Args:
@@ -773,13 +800,14 @@ def communities(graph, resolution: float = 1.1, seed: int = 0) -> list[set[str]]
         Communities sorted by their smallest name; every node is its own community when the graph
         has no positive weight.
     """
-    from networkx.algorithms.community import louvain_communities
-
     total = sum(float(w) for _, _, w in graph.edges(data="weight", default=1.0))
     if total <= 0.0:
         found = [{node} for node in graph.nodes]
     else:
-        found = [set(c) for c in louvain_communities(graph, weight="weight", resolution=resolution, seed=seed)]
+        found = [
+            set(c)
+            for c in louvain_communities(graph, weight="weight", resolution=resolution, seed=seed)
+        ]
     return sorted(found, key=lambda c: min(c))
 
 
@@ -886,7 +914,13 @@ def cross_encoder_l2(
     us = zscore(u, name="u")[0].to(device=device, dtype=torch.float32)
     zs = zscore(z, name="z")[0].to(device=device, dtype=torch.float32)
     return _cross_encoder_prepared(
-        us, zs, epochs=epochs, batch_size=batch_size, lr=lr, hidden=hidden, seed=seed,
+        us,
+        zs,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        hidden=hidden,
+        seed=seed,
         per_dim=per_dim,
     )
 
@@ -896,29 +930,37 @@ def pairwise_cross_encoder_l2(
     epochs: int = 5,
     seed: int = 0,
     progress: bool = True,
-    **kwargs: object,
+    *,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    hidden: int = 256,
+    per_dim: bool = False,
+    device: str = "cpu",
 ) -> tuple[list[str], Tensor]:
-    """:func:`cross_encoder_l2` for every ordered pair; ``matrix[i, j]`` = error of
-    ``names[j]`` reconstructed from ``names[i]`` (NaN diagonal). ``kwargs`` go to
-    :func:`cross_encoder_l2`."""
+    """:func:`cross_encoder_l2` for every ordered pair (same arguments).
+
+    Returns:
+        ``(names, matrix)``: ``matrix[i, j]`` = test error of ``names[j]`` reconstructed from
+        ``names[i]``, float64 ``[M, M]`` with a NaN diagonal.
+    """
     checked = _validate_embeddings(embeddings)
     names = list(checked)
-    device = str(kwargs.pop("device", "cpu"))
     prepared = {
         name: zscore(x, name=f"embeddings[{name!r}]")[0].to(device=device, dtype=torch.float32)
         for name, x in checked.items()
     }
-    options = {"batch_size": 32, "lr": 1e-3, "hidden": 256, "per_dim": False}
-    unknown = set(kwargs) - set(options)
-    if unknown:
-        raise TypeError(f"unexpected arguments {sorted(unknown)}; expected some of {sorted(options)}")
-    options.update(kwargs)
     matrix = torch.full((len(names), len(names)), float("nan"), dtype=torch.float64)
     pairs = [(i, j) for i in range(len(names)) for j in range(len(names)) if i != j]
-    for i, j in _progress(pairs, len(pairs), progress, "cross-encoder pairs"):
+    for i, j in _progress(pairs, progress, "cross-encoder pairs"):
         matrix[i, j] = _cross_encoder_prepared(
-            prepared[names[i]], prepared[names[j]], epochs=epochs, seed=seed,
-            **options,  # type: ignore[arg-type]
+            prepared[names[i]],
+            prepared[names[j]],
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            hidden=hidden,
+            seed=seed,
+            per_dim=per_dim,
         )
     return names, matrix
 
@@ -928,12 +970,29 @@ def cross_encoder_ranking(
     epochs: int = 5,
     seed: int = 0,
     progress: bool = True,
-    **kwargs: object,
+    *,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    hidden: int = 256,
+    per_dim: bool = False,
+    device: str = "cpu",
 ) -> dict[str, float]:
     """Median over references ``Z != U`` of :func:`cross_encoder_l2` ``(U, Z)`` (lower = better).
 
+    Arguments as :func:`cross_encoder_l2`; ``progress`` shows a tqdm bar on a terminal.
+
     Returns:
-        ``{name: median reconstruction error of the references from that embedder}``.
+        ``{name: median test error of the references reconstructed from that embedder}``.
     """
-    names, matrix = pairwise_cross_encoder_l2(embeddings, epochs, seed, progress, **kwargs)
+    names, matrix = pairwise_cross_encoder_l2(
+        embeddings,
+        epochs,
+        seed,
+        progress,
+        batch_size=batch_size,
+        lr=lr,
+        hidden=hidden,
+        per_dim=per_dim,
+        device=device,
+    )
     return informativeness(matrix, names)

@@ -68,8 +68,9 @@ def projection_figure(embeddings: Tensor, labels: Tensor | None, max_points: int
         cmap = "tab10" if classes.size <= 10 else "tab20"
         sc = ax.scatter(xy[:, 0], xy[:, 1], c=y, s=4, cmap=cmap, alpha=0.8)
         if classes.size <= 20:
-            ax.legend(*sc.legend_elements(num=None), fontsize=6, markerscale=0.8,
-                      loc="best", ncols=math.ceil(classes.size / 10))
+            handles, names = sc.legend_elements(num=None)  # type: ignore[arg-type]
+            ax.legend(handles, names, fontsize=6, markerscale=0.8, loc="best",
+                      ncols=math.ceil(classes.size / 10))
     else:
         ax.scatter(xy[:, 0], xy[:, 1], s=4, alpha=0.8)
     ax.set_xlabel("PC 1")

@@ -24,9 +24,12 @@ class Probe(Protocol):
 
 
 class SplitLike(Protocol):
-    train: Tensor
-    val: Tensor
-    test: Tensor
+    @property
+    def train(self) -> Tensor: ...
+    @property
+    def val(self) -> Tensor: ...
+    @property
+    def test(self) -> Tensor: ...
 
 
 def run_probes(

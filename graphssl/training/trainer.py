@@ -10,7 +10,7 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 
 import torch
@@ -121,7 +121,7 @@ class Trainer:
     def steps_per_epoch(self, datamodule: DataModule) -> int:
         if not self.mini_batch:
             loader = datamodule.train_dataloader()
-            return len(loader) if hasattr(loader, "__len__") else 1
+            return len(loader) if isinstance(loader, Sized) else 1
         n = datamodule.data.num_nodes
         return max(1, math.ceil(n / self.batch_size))
 

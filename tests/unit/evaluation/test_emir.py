@@ -6,15 +6,16 @@ chosen so the whole module runs in well under a minute on 2 CPU cores.
 Known-answer notes used below:
 
 * z-scored data, true MI of ``Z = U + N(0, s^2 I)`` is ``1/2 log(1 + 1/s^2)`` per dimension
-  (0.347 for ``s = 1``). The conditional net starts with ``LayerNorm(u)``, which discards the mean
-  over u's features and most of its norm (about 0.49 nats in total for ``s = 1``), so with
-  ``d = 32`` the best the estimator can reach is ~0.332/dim; fitting on the evaluation samples adds a
-  small positive bias. Hence d = 32 and a 0.05 tolerance.
+  (0.347 for ``s = 1``). The conditional net starts with ``LayerNorm(u)``, which discards the
+  mean over u's features and most of its norm (about 0.49 nats in total for ``s = 1``), so with
+  ``d = 32`` the best the estimator can reach is ~0.332/dim; fitting on the evaluation samples adds
+  a small positive bias. Hence d = 32 and a 0.05 tolerance.
 * The tanh clamp caps ``I_S / d_Z`` at ``H(Z)/d_Z + 0.0811 ~= 1.50`` for z-scored Gaussian ``Z``.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 
@@ -57,12 +58,12 @@ def _rotation(d: int, g: torch.Generator) -> torch.Tensor:
     return q
 
 
-def _noisy_views(latent: torch.Tensor, sigmas: list[float], g: torch.Generator) -> list[torch.Tensor]:
+def _noisy_views(
+    latent: torch.Tensor, sigmas: list[float], g: torch.Generator
+) -> list[torch.Tensor]:
     """Each view: the latent in its own orthogonal basis plus isotropic noise of std sigma."""
     d = latent.shape[1]
-    return [
-        latent @ _rotation(d, g) + s * torch.randn(latent.shape, generator=g) for s in sigmas
-    ]
+    return [latent @ _rotation(d, g) + s * torch.randn(latent.shape, generator=g) for s in sigmas]
 
 
 # ------------------------------------------------------------------ known answers (§10.10)
@@ -151,13 +152,15 @@ def test_informativeness_ranks_noisy_views_in_noise_order() -> None:
     g = _gen(6)
     latent = torch.randn(2000, 8, generator=g)
     sigmas = [0.1, 0.3, 0.6, 1.0, 3.0]
-    views = {f"v{i}": latent + s * torch.randn(latent.shape, generator=g) for i, s in enumerate(sigmas)}
+    views = {
+        f"v{i}": latent + s * torch.randn(latent.shape, generator=g) for i, s in enumerate(sigmas)
+    }
     names, matrix = pairwise_information_sufficiency(views, EMIRConfig(seed=0), progress=False)
     assert names == list(views)
     assert matrix.shape == (5, 5) and bool(matrix.diagonal().isnan().all())
     scores = informativeness(matrix, names)
     values = [scores[f"v{i}"] for i in range(5)]
-    assert all(a > b for a, b in zip(values, values[1:])), values
+    assert all(a > b for a, b in itertools.pairwise(values)), values
 
 
 def test_louvain_finds_two_planted_groups() -> None:
@@ -222,7 +225,7 @@ def test_cross_encoder_l2_identity_vs_independent_and_ranking() -> None:
     views = {f"v{i}": v for i, v in enumerate(_noisy_views(latent, [0.1, 0.5, 1.0, 2.0], g))}
     scores = cross_encoder_ranking(views, epochs=3, seed=0, progress=False)
     values = [scores[f"v{i}"] for i in range(4)]
-    assert all(a < b for a, b in zip(values, values[1:])), values
+    assert all(a < b for a, b in itertools.pairwise(values)), values
 
 
 # ------------------------------------------------------------------ validation

@@ -1,0 +1,121 @@
+"""The CLI end to end in subprocesses: help, typos, missing data, a real run, a 2×2 multirun."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+pytestmark = pytest.mark.integration
+
+
+def run_cli(cmd: list[str], env: dict[str, str], *args: str, timeout: int = 600,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
+
+
+def client_for(outputs: Path) -> MlflowClient:
+    return MlflowClient(tracking_uri=f"sqlite:///{outputs / 'mlflow.db'}")
+
+
+def all_runs(outputs: Path):
+    client = client_for(outputs)
+    exp = client.get_experiment_by_name("graphssl")
+    assert exp is not None, "the experiment 'graphssl' was not created"
+    return client, client.search_runs([exp.experiment_id], max_results=1000)
+
+
+def test_help_lists_config_groups(graphssl_cmd, cli_env) -> None:
+    res = run_cli(graphssl_cmd, cli_env, "--help", timeout=120)
+    assert res.returncode == 0, res.stderr
+    for line in ("dataset: ", "model: ", "encoder: ", "trainer: ", "eval: ", "logger: ",
+                 "experiment: "):
+        assert line in res.stdout, f"{line!r} missing from --help"
+    assert "cora" in res.stdout and "dgi" in res.stdout and "grace" in res.stdout
+
+
+def test_typo_in_override_lists_options(graphssl_cmd, cli_env) -> None:
+    res = run_cli(graphssl_cmd, cli_env, "model=dgii", timeout=120)
+    assert res.returncode != 0
+    assert "Could not find 'model/dgii'" in res.stderr
+    assert "Available options in 'model'" in res.stderr
+    assert "grace" in res.stderr
+
+
+def test_missing_data_folder_fails_fast(graphssl_cmd, cli_env, tmp_path, outputs_dir) -> None:
+    env = dict(cli_env, GRAPHSSL_DATA_DIR=str(tmp_path / "nowhere"))
+    t0 = time.monotonic()
+    res = run_cli(graphssl_cmd, env, "trainer.epochs=1", timeout=120)
+    elapsed = time.monotonic() - t0
+    assert res.returncode != 0
+    assert "dataset 'Cora'" in res.stderr
+    assert str(tmp_path / "nowhere" / "Planetoid") in res.stderr
+    assert "ind.cora.x" in res.stderr
+    assert elapsed < 60, f"took {elapsed:.0f}s: must fail fast, not hang on a download"
+    _, runs = all_runs(outputs_dir)
+    assert [r.info.status for r in runs] == ["FAILED"]
+    assert "DatasetNotFoundError" in runs[0].data.tags["error"]
+
+
+def test_failed_run_is_marked_failed(graphssl_cmd, cli_env, outputs_dir) -> None:
+    res = run_cli(graphssl_cmd, cli_env, "dataset=sbm", "trainer.epochs=-3", timeout=120)
+    assert res.returncode != 0
+    assert "trainer.epochs must be >= 0, got -3" in res.stderr
+    _, runs = all_runs(outputs_dir)
+    assert [r.info.status for r in runs] == ["FAILED"]
+
+
+def test_run_on_cora_logs_everything(graphssl_cmd, cli_env, outputs_dir, data_dir) -> None:
+    res = run_cli(graphssl_cmd, cli_env, "trainer.epochs=3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "probe/logreg/test_acc" in res.stdout  # the summary table
+    client, runs = all_runs(outputs_dir)
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.info.status == "FINISHED"
+    params = run.data.params
+    assert params["dataset.name"] == "Cora"
+    assert params["model._target_"] == "graphssl.methods.dgi.DGI"
+    assert params["trainer.epochs"] == "3"
+    history = client.get_metric_history(run.info.run_id, "train/loss")
+    assert [m.step for m in history] == [0, 1, 2]
+    metrics = run.data.metrics
+    for key in ("probe/logreg/val_acc", "probe/logreg/test_acc", "probe/logreg/weight_decay",
+                "diag/rankme", "diag/effective_rank", "diag/alpha_req", "diag/stable_rank"):
+        assert key in metrics, key
+    assert 0.0 < metrics["probe/logreg/test_acc"] <= 1.0
+    tags = run.data.tags
+    assert tags["graphssl.overrides"] == "trainer.epochs=3"
+    assert tags["version.torch"].startswith("2.14.1")
+    assert "git.commit" in tags
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"config.yaml", ".hydra", "embeddings.pt", "figures"} <= artifacts
+    hydra_files = {a.path for a in client.list_artifacts(run.info.run_id, ".hydra")}
+    assert ".hydra/overrides.yaml" in hydra_files
+
+
+def test_multirun_two_by_two(graphssl_cmd, cli_env, outputs_dir, data_dir) -> None:
+    res = run_cli(graphssl_cmd, cli_env, "-m", "model=dgi,grace", "dataset=cora,citeseer",
+                  "trainer.epochs=2", "eval.figures=false", "logger.log_embeddings=false")
+    assert res.returncode == 0, res.stderr[-3000:]
+    client, runs = all_runs(outputs_dir)
+    parents = [r for r in runs if r.data.tags.get("graphssl.role") == "sweep"]
+    assert len(parents) == 1
+    parent = parents[0]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(children) == 4
+    assert {r.info.status for r in children} == {"FINISHED"}
+    combos = {(r.data.params["model._target_"].rsplit(".", 1)[-1], r.data.params["dataset.name"])
+              for r in children}
+    assert combos == {("DGI", "Cora"), ("DGI", "CiteSeer"), ("GRACE", "Cora"),
+                      ("GRACE", "CiteSeer")}
+    for child in children:
+        assert "probe/logreg/test_acc" in child.data.metrics
+        assert len(client.get_metric_history(child.info.run_id, "train/loss")) == 2
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["children_total"] == "4"
+    assert parent.data.tags["children_failed"] == "0"
