@@ -18,6 +18,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.preprocessing import StandardScaler
 from torch import Tensor
 
+from graphssl.evaluation import linear_probe
 from graphssl.evaluation.aggregate import mean_std
 from graphssl.evaluation.knn import KNNEvaluator
 from graphssl.evaluation.linear_probe import (
@@ -75,8 +76,14 @@ def test_logreg_separable_data_is_classified_perfectly() -> None:
 
 
 @pytest.mark.parametrize("lam", [1e-1, 1e-3, 0.0])
-def test_logreg_matches_sklearn_at_matched_weight_decay(lam: float) -> None:
-    x, y, train, val, test = _problem(n=400, d=6, c=4)
+@pytest.mark.parametrize("grad_tol", ["default", "tight"])
+def test_logreg_matches_sklearn_at_matched_weight_decay(
+    lam: float, grad_tol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same objective as sklearn with C = 1 / (λ n_train): the same optimum."""
+    if grad_tol == "tight":  # stop on the loss change (1e-9) only, to compare optima closely
+        monkeypatch.setattr(linear_probe, "_GRAD_TOL", 0.0)
+    x, y, train, val, test = _problem(n=400, d=6, c=4, noise=3.0)
     probe = LogRegEvaluator(weight_decay=lam).fit(x, y, train, val)
     x_np, y_np = x.numpy(), y.numpy()
     scaler = StandardScaler().fit(x_np[train])
@@ -89,11 +96,10 @@ def test_logreg_matches_sklearn_at_matched_weight_decay(lam: float) -> None:
         probe.predict(x[test]).numpy(), reference.predict(scaler.transform(x_np[test]))
     )
     ours = torch.softmax(probe.decision_function(x[test]), dim=1).numpy()
-    np.testing.assert_allclose(
-        ours, reference.predict_proba(scaler.transform(x_np[test])), atol=1e-4
-    )
-    # Same penalty, same optimum: coefficients agree up to the stopping tolerances.
-    np.testing.assert_allclose(probe.coef_.numpy(), reference.coef_.T, atol=2e-3)
+    atol = 1e-4 if grad_tol == "tight" else 5e-3
+    expected = reference.predict_proba(scaler.transform(x_np[test]))
+    np.testing.assert_allclose(ours, expected, atol=atol)
+    np.testing.assert_allclose(probe.coef_.numpy(), reference.coef_.T, atol=10 * atol)
 
 
 def test_logreg_selects_the_best_validation_metric_and_strongest_on_ties() -> None:
@@ -451,9 +457,9 @@ def test_constructor_errors() -> None:
         LogRegEvaluator(weight_decay=-0.1)
     with pytest.raises(ValueError, match=r"weight_decay must be .* got \[0.1, -1.0\]"):
         RidgeEvaluator(weight_decay=[0.1, -1.0])
-    with pytest.raises(ValueError, match="weight_decay must be .* got \\[\\]"):
+    with pytest.raises(ValueError, match=r"weight_decay must be .* got \[\]"):
         LogRegEvaluator(weight_decay=[])
-    with pytest.raises(ValueError, match="weight_decay must be .* got nan"):
+    with pytest.raises(ValueError, match=r"weight_decay must be .* got nan"):
         RidgeEvaluator(weight_decay=float("nan"))
     for max_iter in (0, -5):
         with pytest.raises(ValueError, match=f"max_iter must be > 0, got {max_iter}"):
