@@ -160,7 +160,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
             metrics.update(run_diagnostics(z, reference=bool(ev.diagnostics.reference)))
         timings["time/diagnostics_seconds"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        probes = {name: instantiate(p) for name, p in (ev.probes or {}).items()}
+        probes = {name: instantiate(p) for name, p in (ev.probes or {}).items() if p is not None}
         metrics.update(run_probes(z, y, dm.splits(), probes))
         timings["time/probe_seconds"] = time.perf_counter() - t0
         metrics.update(timings)

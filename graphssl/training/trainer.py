@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch_geometric.data import Data
@@ -44,6 +45,17 @@ class FitResult:
     @property
     def losses(self) -> list[float]:
         return [e.metrics["loss"] for e in self.epochs]
+
+
+def move_to_device(batch: Any, device: torch.device) -> Any:
+    """Move a PyG ``Data``/``Batch``, a tensor, or a tuple/list/dict of them to ``device``."""
+    if hasattr(batch, "to") and not isinstance(batch, (tuple, list, dict)):
+        return batch.to(device)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(move_to_device(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: move_to_device(v, device) for k, v in batch.items()}
+    return batch
 
 
 class Callback:
@@ -164,7 +176,7 @@ class Trainer:
             sums: dict[str, float] = {}
             n_batches = 0
             for batch in self._batches(datamodule, method):
-                batch = batch.to(self.device)
+                batch = move_to_device(batch, self.device)
                 optimizer.zero_grad(set_to_none=True)
                 out = method.loss(batch)
                 loss = out["loss"]

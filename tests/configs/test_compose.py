@@ -68,11 +68,18 @@ def test_experiment_composes(experiment: str) -> None:
     instantiate(cfg.dataset)
 
 
-def test_trainer_logger_eval_paths() -> None:
+@pytest.mark.parametrize("eval_option", options("eval"))
+def test_eval_options_instantiate(eval_option: str) -> None:
+    cfg = resolve_config(compose_with(f"eval={eval_option}"))
+    for name, probe in cfg.eval.probes.items():
+        if probe is not None:
+            assert hasattr(instantiate(probe), "evaluate"), name
+    assert cfg.eval.extraction.encoder_source
+
+
+def test_trainer_logger_paths() -> None:
     cfg = resolve_config(compose_with())
     assert isinstance(instantiate(cfg.trainer), Trainer)
-    for name, probe in cfg.eval.probes.items():
-        assert hasattr(instantiate(probe), "evaluate"), name
     assert cfg.logger.experiment_name
     assert cfg.paths.data_dir and cfg.paths.outputs_dir
 

@@ -1,0 +1,64 @@
+"""graphssl's evaluation layer: extraction, diagnostics, probes and EMIR.
+
+Everything here consumes tensors (embeddings, labels, masks); nothing imports a method.
+"""
+
+from graphssl.evaluation.aggregate import mean_std
+from graphssl.evaluation.diagnostics import (
+    HIGHER_IS_BETTER,
+    alpha_req,
+    coherence,
+    condition_number,
+    effective_rank,
+    embedding_diagnostics,
+    nesum,
+    rankme,
+    rankme_normalized,
+    self_cluster,
+    stable_rank,
+)
+from graphssl.evaluation.emir import (
+    EMIRConfig,
+    EMIRResult,
+    communities,
+    cross_encoder_l2,
+    cross_encoder_ranking,
+    information_sufficiency,
+    informativeness,
+    pairwise_information_sufficiency,
+    predictiveness_graph,
+)
+from graphssl.evaluation.extraction import extract_embeddings
+from graphssl.evaluation.knn import KNNEvaluator
+from graphssl.evaluation.linear_probe import DEFAULT_WEIGHT_DECAYS, LogRegEvaluator
+from graphssl.evaluation.regression_probe import DEFAULT_RIDGE_WEIGHT_DECAYS, RidgeEvaluator
+
+__all__ = [
+    "DEFAULT_RIDGE_WEIGHT_DECAYS",
+    "DEFAULT_WEIGHT_DECAYS",
+    "HIGHER_IS_BETTER",
+    "EMIRConfig",
+    "EMIRResult",
+    "KNNEvaluator",
+    "LogRegEvaluator",
+    "RidgeEvaluator",
+    "alpha_req",
+    "coherence",
+    "communities",
+    "condition_number",
+    "cross_encoder_l2",
+    "cross_encoder_ranking",
+    "effective_rank",
+    "embedding_diagnostics",
+    "extract_embeddings",
+    "information_sufficiency",
+    "informativeness",
+    "mean_std",
+    "nesum",
+    "pairwise_information_sufficiency",
+    "predictiveness_graph",
+    "rankme",
+    "rankme_normalized",
+    "self_cluster",
+    "stable_rank",
+]
