@@ -49,8 +49,17 @@ def default_artifact_location(tracking_uri: str, outputs_dir: str | os.PathLike[
 
 
 def client(tracking_uri: str) -> MlflowClient:
-    """An ``MlflowClient`` on ``tracking_uri``; checks a local store's folder is writable."""
+    """An ``MlflowClient`` on ``tracking_uri``.
+
+    For a local SQLite store, checks its folder is writable and creates/migrates the schema
+    under a file lock, so several processes starting at once on a fresh store do not race
+    (design.md §6). For a server, a dead address fails in seconds instead of retrying for
+    minutes (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``/``_TIMEOUT`` are only defaulted, not forced).
+    """
     configure_telemetry(os.environ.get("GRAPHSSL_MLFLOW_TELEMETRY", "") == "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
     if tracking_uri.startswith("sqlite:///"):
         folder = Path(tracking_uri[len("sqlite:///"):]).parent
         try:
@@ -67,6 +76,14 @@ def client(tracking_uri: str) -> MlflowClient:
             )
     from mlflow.tracking import MlflowClient
 
+    if tracking_uri.startswith("sqlite:///"):
+        from filelock import FileLock
+
+        db = Path(tracking_uri[len("sqlite:///"):])
+        with FileLock(str(db) + ".lock", timeout=300):
+            c = MlflowClient(tracking_uri=tracking_uri)
+            c.search_experiments(max_results=1)  # creates or migrates the schema, once
+        return c
     return MlflowClient(tracking_uri=tracking_uri)
 
 

@@ -30,6 +30,7 @@ class RunTracker:
         parent_run_id: id of the sweep's parent run, when the run is one job of a multirun.
         tags: extra tags set at creation.
         artifact_location: artifact root for a newly created experiment.
+        run_id: continue this existing run (``resume=true``) instead of creating one.
     """
 
     def __init__(
@@ -40,6 +41,7 @@ class RunTracker:
         parent_run_id: str | None = None,
         tags: Mapping[str, str] | None = None,
         artifact_location: str | None = None,
+        run_id: str | None = None,
     ) -> None:
         self.tracking_uri = tracking_uri
         self.client = mlflow_store.client(tracking_uri)
@@ -49,9 +51,15 @@ class RunTracker:
         self.run_name = run_name
         self.parent_run_id = parent_run_id
         self.tags = dict(tags or {})
-        self.run_id: str = ""
+        self.run_id: str = run_id or ""
+        self.resumed = run_id is not None
 
     def __enter__(self) -> RunTracker:
+        if self.resumed:
+            self.client.update_run(self.run_id, status="RUNNING")
+            self.set_tags({**self.tags, "graphssl.resumed": "true"})
+            log.info("MLflow run %s resumed", self.run_id)
+            return self
         tags = dict(self.tags)
         if self.parent_run_id:
             tags["mlflow.parentRunId"] = self.parent_run_id
@@ -122,6 +130,9 @@ class MLflowMetricsCallback(Callback):
         self._buffer.append(("train/epoch_seconds", result.seconds, result.epoch))
         if len(self._buffer) >= self.flush_every * 2:
             self.flush()
+
+    def on_checkpoint(self, trainer: Trainer, method: Any, epoch: int) -> None:
+        self.flush()  # a resumed run must not miss the points before its checkpoint
 
     def on_fit_end(self, trainer: Trainer, method: Any, result: FitResult) -> None:
         self.flush()

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from graphssl.data.base import DataModule
 from graphssl.methods.base import SSLMethod
+from graphssl.training.checkpoint import capture_rng, restore_rng, save_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,9 @@ class Callback:
 
     def on_epoch_end(self, trainer: Trainer, method: SSLMethod, result: EpochResult) -> None: ...
 
+    def on_checkpoint(self, trainer: Trainer, method: SSLMethod, epoch: int) -> None:
+        """Before a checkpoint is written: persist whatever the checkpoint will vouch for."""
+
     def on_fit_end(self, trainer: Trainer, method: SSLMethod, result: FitResult) -> None: ...
 
 
@@ -87,6 +91,9 @@ class Trainer:
         batch_size: seed nodes per mini-batch (default: ``1024``).
         grad_clip: clip the gradient norm to this value; ``None`` disables (default: ``None``).
         progress: show a progress bar; ``None`` shows it only on a terminal (default: ``None``).
+        checkpoint_every: write a checkpoint every this many epochs to ``checkpoint_path``;
+            ``None`` disables checkpoints (default: ``None``).
+        checkpoint_path: where checkpoints go (the pipeline sets it per configuration).
         callbacks: objects with :class:`Callback` hooks.
     """
 
@@ -100,14 +107,23 @@ class Trainer:
         batch_size: int = 1024,
         grad_clip: float | None = None,
         progress: bool | None = None,
+        checkpoint_every: int | None = None,
+        checkpoint_path: str | None = None,
         callbacks: Iterable[Callback] = (),
     ) -> None:
+        for name, value in (("epochs", epochs), ("batch_size", batch_size)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"trainer.{name} must be an integer, got {value!r} "
+                                f"({type(value).__name__})")
         if epochs < 0:
             raise ValueError(f"trainer.epochs must be >= 0, got {epochs}")
         if patience is not None and patience < 1:
             raise ValueError(f"trainer.patience must be >= 1 or null, got {patience}")
         if batch_size < 1:
             raise ValueError(f"trainer.batch_size must be >= 1, got {batch_size}")
+        if checkpoint_every is not None and checkpoint_every < 1:
+            raise ValueError(f"trainer.checkpoint_every must be >= 1 or null, got "
+                             f"{checkpoint_every}")
         self.epochs = epochs
         self.device = torch.device(device)
         self.patience = patience
@@ -116,10 +132,42 @@ class Trainer:
         self.batch_size = batch_size
         self.grad_clip = grad_clip
         self.progress = sys.stderr.isatty() if progress is None else progress
+        self.checkpoint_every = checkpoint_every
+        self.checkpoint_path = checkpoint_path
+        self.config_hash: str | None = None
+        self.checkpoint_extra: dict[str, Any] = {}
         self.callbacks: list[Callback] = list(callbacks)
-        self.start_epoch = 0
         self.optimizer: torch.optim.Optimizer | None = None
         self.global_step = 0
+        self._resume_state: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ checkpoints
+    def resume_from(self, state: dict[str, Any]) -> None:
+        """Continue from a checkpoint (see :mod:`graphssl.training.checkpoint`) in :meth:`fit`."""
+        self._resume_state = state
+
+    def _save(self, method: SSLMethod, epoch: int, result: FitResult, bad_epochs: int,
+              best_state: dict[str, torch.Tensor] | None, stopped: bool) -> None:
+        if self.checkpoint_path is None:
+            raise ValueError("trainer.checkpoint_every is set but no checkpoint_path was given")
+        assert self.optimizer is not None
+        for cb in self.callbacks:
+            cb.on_checkpoint(self, method, epoch)
+        save_checkpoint(self.checkpoint_path, {
+            "epoch": epoch,
+            "global_step": self.global_step,
+            "model": method.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": capture_rng(),
+            "config_hash": self.config_hash,
+            "history": [[e.epoch, e.metrics, e.seconds] for e in result.epochs],
+            "best_epoch": result.best_epoch,
+            "best_loss": result.best_loss,
+            "bad_epochs": bad_epochs,
+            "best_state": best_state,
+            "stopped_early": stopped,
+            **self.checkpoint_extra,
+        })
 
     # ------------------------------------------------------------------ loaders
     def _batches(self, datamodule: DataModule, method: SSLMethod) -> Iterable[Data]:
@@ -168,7 +216,21 @@ class Trainer:
         max_steps = self.epochs * self.steps_per_epoch(datamodule)
         best_state: dict[str, torch.Tensor] | None = None
         bad_epochs = 0
-        bar = tqdm(range(self.start_epoch, self.epochs), desc=f"train {type(method).__name__}",
+        start_epoch = 0
+        if self._resume_state is not None:
+            state, self._resume_state = self._resume_state, None
+            method.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            self.global_step = int(state["global_step"])
+            start_epoch = int(state["epoch"]) + 1
+            result.epochs = [EpochResult(int(e), dict(m), float(s)) for e, m, s in state["history"]]
+            result.best_epoch, result.best_loss = int(state["best_epoch"]), float(state["best_loss"])
+            bad_epochs, best_state = int(state["bad_epochs"]), state["best_state"]
+            restore_rng(state["rng"])
+            if state.get("stopped_early"):
+                result.stopped_early, start_epoch = True, self.epochs
+            log.info("resuming at epoch %d from %s", start_epoch, self.checkpoint_path)
+        bar = tqdm(range(start_epoch, self.epochs), desc=f"train {type(method).__name__}",
                    disable=not self.progress, unit="epoch", dynamic_ncols=True)
         for epoch in bar:
             t0 = time.perf_counter()
@@ -206,11 +268,16 @@ class Trainer:
                     best_state = {k: v.detach().clone() for k, v in method.state_dict().items()}
             else:
                 bad_epochs += 1
-                if self.patience is not None and bad_epochs >= self.patience:
-                    log.info("early stopping at epoch %d (best %d, loss %.4f)", epoch,
-                             result.best_epoch, result.best_loss)
-                    result.stopped_early = True
-                    break
+            stop = self.patience is not None and bad_epochs >= self.patience
+            if self.checkpoint_every is not None and (
+                (epoch + 1) % self.checkpoint_every == 0 or stop or epoch + 1 == self.epochs
+            ):
+                self._save(method, epoch, result, bad_epochs, best_state, stop)
+            if stop:
+                log.info("early stopping at epoch %d (best %d, loss %.4f)", epoch,
+                         result.best_epoch, result.best_loss)
+                result.stopped_early = True
+                break
         bar.close()
         if best_state is not None:
             method.load_state_dict(best_state)

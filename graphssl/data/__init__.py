@@ -1,0 +1,1 @@
+"""DataModules: datasets, seeded splits, loaders and graph corruptions."""

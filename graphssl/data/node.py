@@ -1,0 +1,330 @@
+"""Node-level DataModules: Planetoid, CitationFull, WebKB, Actor, KarateClub and a seeded SBM.
+
+Each loads one graph with PyG from ``data_dir`` (no download), optionally row-normalises the
+features, and builds its evaluation splits once from ``seed`` (style.md rule 7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.utils import to_undirected
+
+from graphssl.data.base import DataModule, Split
+from graphssl.data.paths import (
+    DatasetCorruptError,
+    DatasetNotFoundError,
+    default_data_dir,
+    require_raw_files,
+    writable_root,
+)
+
+SplitName = Literal["public", "geom-gcn", "random"]
+
+
+def random_split(
+    num_nodes: int, train: float, val: float, generator: torch.Generator
+) -> Split:
+    """A seeded random split of ``num_nodes`` rows into train/val/test fractions."""
+    if not (0 < train < 1 and 0 <= val < 1 and train + val < 1):
+        raise ValueError(
+            f"split fractions must satisfy 0 < train < 1, 0 <= val and train + val < 1, got "
+            f"train={train}, val={val}"
+        )
+    perm = torch.randperm(num_nodes, generator=generator)
+    n_train = max(1, round(train * num_nodes))
+    n_val = max(1, round(val * num_nodes)) if val > 0 else 0
+    return Split(
+        train=perm[:n_train].sort().values,
+        val=perm[n_train : n_train + n_val].sort().values,
+        test=perm[n_train + n_val :].sort().values,
+    )
+
+
+def _mask_to_index(mask: Tensor) -> Tensor:
+    return mask.nonzero(as_tuple=False).view(-1)
+
+
+class NodeDataModule(DataModule):
+    """A DataModule of one graph; subclasses implement :meth:`load`.
+
+    Args:
+        name: dataset name.
+        data_dir: folder holding the raw files (default: ``$GRAPHSSL_DATA_DIR`` or ``data/``).
+        cache_dir: writable folder for copies of read-only sources (default: ``outputs/cache``).
+        split: ``"public"`` (the dataset's own split), ``"geom-gcn"`` (the 10 Geom-GCN
+            60/20/20 splits) or ``"random"`` (seeded fractions) (default: ``"public"``).
+        split_index: which of several stored splits to use; ``None`` evaluates all of them
+            (default: ``None``).
+        train_frac: training fraction for ``split="random"`` (default: ``0.1``).
+        val_frac: validation fraction for ``split="random"`` (default: ``0.1``).
+        normalize_features: row-normalise node features to sum to one (default: ``False``).
+        seed: seed of the random split and loaders (default: ``0``).
+        corruption: a transform applied to the loaded graph before the splits are built, e.g.
+            :class:`~graphssl.data.corruptions.NaiveSparsify` (config ``dataset.corruption``)
+            (default: ``None``).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        data_dir: str | Path | None = None,
+        cache_dir: str | Path | None = None,
+        split: SplitName = "public",
+        split_index: int | None = None,
+        train_frac: float = 0.1,
+        val_frac: float = 0.1,
+        normalize_features: bool = False,
+        seed: int = 0,
+        corruption: Callable[[Data], Data] | None = None,
+    ) -> None:
+        super().__init__(name=name, seed=seed)
+        self.corruption = corruption
+        if split not in ("public", "geom-gcn", "random"):
+            raise ValueError(
+                f"split must be one of 'public', 'geom-gcn', 'random', got {split!r}"
+            )
+        self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else Path("outputs/cache")
+        self.split = split
+        self.split_index = split_index
+        self.train_frac = train_frac
+        self.val_frac = val_frac
+        self.normalize_features = normalize_features
+        self._data: Data | None = None
+        self._splits: list[Split] = []
+
+    # ------------------------------------------------------------------ subclass hook
+    def load(self) -> Data:
+        """Load the graph (with masks when the dataset has them)."""
+        raise NotImplementedError
+
+    def _root(self, folder: str, files: Sequence[str]) -> Path:
+        """Check raw files under ``data_dir/folder`` and return a writable PyG root for it."""
+        source = self.data_dir / folder
+        require_raw_files(self.name, source, files)
+        return writable_root(source, self.cache_dir)
+
+    # ------------------------------------------------------------------ DataModule
+    def _setup(self) -> None:
+        try:
+            data = self.load()
+        except (DatasetNotFoundError, ImportError):
+            raise
+        except Exception as err:  # PyG's readers raise many kinds on damaged files
+            raise DatasetCorruptError(
+                f"dataset {self.name!r}: could not read its raw files under {self.data_dir} "
+                f"({type(err).__name__}: {err}); expected the original files — check them "
+                f"against MANIFEST.sha256 or copy them again, and delete {self.cache_dir} if a "
+                f"damaged copy was cached"
+            ) from err
+        if self.normalize_features and data.x is not None:
+            x = data.x.float()
+            data.x = x / x.sum(dim=1, keepdim=True).clamp_min(1.0)
+        if self.corruption is not None:
+            data = self.corruption(data)
+        self._data = data
+        self._splits = self._make_splits(data)
+
+    def _make_splits(self, data: Data) -> list[Split]:
+        n = int(data.num_nodes)
+        if self.split == "random" or not hasattr(data, "train_mask"):
+            gen = torch.Generator().manual_seed(self.seed)
+            return [random_split(n, self.train_frac, self.val_frac, gen)]
+        train, val, test = data.train_mask, data.val_mask, data.test_mask
+        if train.dim() == 1:
+            return [Split(_mask_to_index(train), _mask_to_index(val), _mask_to_index(test))]
+        k = train.size(1)
+        indices = range(k) if self.split_index is None else [self.split_index]
+        out = []
+        for i in indices:
+            if not 0 <= i < k:
+                raise ValueError(f"split_index must be in [0, {k - 1}] for {self.name!r}, got {i}")
+            out.append(Split(_mask_to_index(train[:, i]), _mask_to_index(val[:, i]),
+                             _mask_to_index(test[:, i])))
+        return out
+
+    @property
+    def data(self) -> Data:
+        self._require_setup()
+        assert self._data is not None
+        return self._data
+
+    @property
+    def num_classes(self) -> int:
+        y = self.data.y
+        return int(y.max()) + 1 if y is not None and y.numel() else 0
+
+    def splits(self) -> Sequence[Split]:
+        self._require_setup()
+        return self._splits
+
+    def graph_stats(self) -> dict[str, float]:
+        """``data/num_nodes``, ``data/num_edges`` (undirected, no self-loops) and
+        ``data/avg_degree`` = edges per node (|E|/|V|, the d̄ of metrics-spec §12.3), measured
+        after any ``corruption``."""
+        from graphssl.data.corruptions import undirected_edge_count
+
+        n = int(self.data.num_nodes)
+        m = undirected_edge_count(self.data.edge_index) if self.data.edge_index is not None else 0
+        return {"data/num_nodes": float(n), "data/num_edges": float(m),
+                "data/avg_degree": m / n if n else 0.0}
+
+    def train_dataloader(self) -> Iterable[Data]:
+        return [self.data]
+
+
+class PlanetoidDataModule(NodeDataModule):
+    """Planetoid citation graphs (Yang et al., ICML 2016): ``Cora``, ``CiteSeer``.
+
+    ``split="public"`` gives the 20-per-class split, ``"geom-gcn"`` the 10 splits of Pei et al.
+    (ICLR 2020), ``"random"`` seeded fractions.
+    """
+
+    _RAW = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
+    _NAMES = {"cora": "Cora", "citeseer": "CiteSeer"}
+
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        if name.lower() not in self._NAMES:
+            raise ValueError(f"Planetoid name must be one of {sorted(self._NAMES.values())}, "
+                             f"got {name!r}")
+        super().__init__(name, **kwargs)
+
+    def load(self) -> Data:
+        from torch_geometric.datasets import Planetoid
+
+        key = self.name.lower()
+        name = self._NAMES[key]
+        files = [f"{name}/raw/ind.{key}.{s}" for s in self._RAW]
+        pyg_split = "public"
+        if self.split == "geom-gcn":
+            files += [f"{name}/geom-gcn/raw/ind.{key}.{s}" for s in self._RAW]
+            files += [f"{name}/geom-gcn/raw/{key}_split_0.6_0.2_{i}.npz" for i in range(10)]
+            pyg_split = "geom-gcn"
+        root = self._root("Planetoid", files)
+        return Planetoid(str(root), name, split=pyg_split)[0]
+
+
+class CitationFullDataModule(NodeDataModule):
+    """CitationFull graphs (Bojchevski & Günnemann, ICLR 2018); here ``Cora_ML``."""
+
+    def __init__(self, name: str = "Cora_ML", **kwargs: object) -> None:
+        kwargs.setdefault("split", "random")
+        super().__init__(name, **kwargs)  # type: ignore[arg-type]
+
+    def load(self) -> Data:
+        from torch_geometric.datasets import CitationFull
+
+        key = self.name.lower()
+        root = self._root("CitationFull", [f"{key}/raw/{key}.npz"])
+        return CitationFull(str(root), self.name)[0]
+
+
+class WebKBDataModule(NodeDataModule):
+    """WebKB heterophilous graphs (Pei et al., ICLR 2020): Cornell, Texas, Wisconsin."""
+
+    def __init__(self, name: str, **kwargs: object) -> None:
+        kwargs.setdefault("split", "geom-gcn")
+        super().__init__(name, **kwargs)  # type: ignore[arg-type]
+
+    def load(self) -> Data:
+        from torch_geometric.datasets import WebKB
+
+        key = self.name.lower()
+        files = [f"{key}/raw/out1_node_feature_label.txt", f"{key}/raw/out1_graph_edges.txt"]
+        files += [f"{key}/raw/{key}_split_0.6_0.2_{i}.npz" for i in range(10)]
+        root = self._root("WebKB", files)
+        return WebKB(str(root), self.name)[0]
+
+
+class ActorDataModule(NodeDataModule):
+    """Actor co-occurrence graph (Pei et al., ICLR 2020) with its 10 Geom-GCN splits."""
+
+    def __init__(self, name: str = "Actor", **kwargs: object) -> None:
+        kwargs.setdefault("split", "geom-gcn")
+        super().__init__(name, **kwargs)  # type: ignore[arg-type]
+
+    def load(self) -> Data:
+        from torch_geometric.datasets import Actor
+
+        files = ["raw/out1_node_feature_label.txt", "raw/out1_graph_edges.txt"]
+        files += [f"raw/film_split_0.6_0.2_{i}.npz" for i in range(10)]
+        root = self._root("Actor", files)
+        return Actor(str(root))[0]
+
+
+class KarateClubDataModule(NodeDataModule):
+    """Zachary's karate club (34 nodes, 4 communities); bundled with PyG, no files needed."""
+
+    def __init__(self, name: str = "KarateClub", **kwargs: object) -> None:
+        kwargs.setdefault("split", "random")
+        kwargs.setdefault("train_frac", 0.5)
+        kwargs.setdefault("val_frac", 0.2)
+        super().__init__(name, **kwargs)  # type: ignore[arg-type]
+
+    def load(self) -> Data:
+        from torch_geometric.datasets import KarateClub
+
+        data = KarateClub()[0]
+        del data.train_mask
+        return data
+
+
+class SBMDataModule(NodeDataModule):
+    """A seeded stochastic block model with class-dependent Gaussian features (for tests).
+
+    Args:
+        num_blocks: number of communities (= classes) (default: ``2``).
+        block_size: nodes per community (default: ``100``).
+        p_in: edge probability inside a community (default: ``0.1``).
+        p_out: edge probability across communities (default: ``0.01``).
+        num_features: feature dimension (default: ``16``).
+        feature_noise: standard deviation of the features around their class mean
+            (default: ``1.0``).
+    """
+
+    def __init__(
+        self,
+        name: str = "SBM",
+        num_blocks: int = 2,
+        block_size: int = 100,
+        p_in: float = 0.1,
+        p_out: float = 0.01,
+        num_features: int = 16,
+        feature_noise: float = 1.0,
+        **kwargs: object,
+    ) -> None:
+        kwargs.setdefault("split", "random")
+        kwargs.setdefault("train_frac", 0.5)
+        kwargs.setdefault("val_frac", 0.2)
+        super().__init__(name, **kwargs)  # type: ignore[arg-type]
+        if num_blocks < 1 or block_size < 1:
+            raise ValueError(f"num_blocks and block_size must be >= 1, got {num_blocks} and "
+                             f"{block_size}")
+        for pname, p in (("p_in", p_in), ("p_out", p_out)):
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"{pname} must be a probability in [0, 1], got {p}")
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.p_in = p_in
+        self.p_out = p_out
+        self.feature_dim = num_features
+        self.feature_noise = feature_noise
+
+    def load(self) -> Data:
+        gen = torch.Generator().manual_seed(self.seed)
+        n = self.num_blocks * self.block_size
+        y = torch.arange(self.num_blocks).repeat_interleave(self.block_size)
+        same = y.view(-1, 1) == y.view(1, -1)
+        prob = torch.where(same, torch.tensor(self.p_in), torch.tensor(self.p_out))
+        upper = torch.rand(n, n, generator=gen) < prob
+        upper = torch.triu(upper, diagonal=1)
+        edge_index = to_undirected(upper.nonzero().t().contiguous(), num_nodes=n)
+        means = torch.randn(self.num_blocks, self.feature_dim, generator=gen)
+        x = means[y] + self.feature_noise * torch.randn(n, self.feature_dim, generator=gen)
+        return Data(x=x, edge_index=edge_index, y=y, num_nodes=n)

@@ -1,0 +1,1 @@
+"""Encoders (PyG GNNs, timm backbones), heads, augmentations and random walks."""

@@ -1,0 +1,70 @@
+"""Runs left ``RUNNING`` by a killed process: find them, mark them ``KILLED``, or resume one.
+
+Each run is tagged with the host and process id that own it and the hash of its configuration.
+A ``RUNNING`` run of the same configuration whose process is gone from this host is stale: the
+next start of that configuration marks it ``KILLED`` — or, with ``resume=true``, continues it.
+Runs owned by another host are left alone (their process cannot be checked from here).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+    from mlflow.tracking import MlflowClient
+
+log = logging.getLogger(__name__)
+
+HOST_TAG, PID_TAG, HASH_TAG = "graphssl.host", "graphssl.pid", "graphssl.config_hash"
+
+
+def owner_tags() -> dict[str, str]:
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError as err:
+        return err.errno == errno.EPERM
+    return True
+
+
+def is_stale(run: Run) -> bool:
+    """``True`` for a RUNNING run whose owning process on this host no longer exists."""
+    tags = run.data.tags
+    if run.info.status != "RUNNING" or tags.get(HOST_TAG) != socket.gethostname():
+        return False
+    try:
+        pid = int(tags.get(PID_TAG, ""))
+    except ValueError:
+        return False
+    return pid != os.getpid() and not _alive(pid)
+
+
+def runs_of_config(client: MlflowClient, experiment_id: str, config_hash: str) -> list[Run]:
+    """Runs of ``experiment_id`` tagged with ``config_hash``, newest first."""
+    runs: list[Run] = client.search_runs(
+        [experiment_id], filter_string=f"tags.`{HASH_TAG}` = '{config_hash}'",
+        order_by=["attributes.start_time DESC"], max_results=1000,
+    )
+    return runs
+
+
+def mark_stale_killed(client: MlflowClient, runs: list[Run], keep: str | None = None) -> int:
+    """Mark every stale run in ``runs`` (except ``keep``) as KILLED; returns how many."""
+    n = 0
+    for run in runs:
+        if run.info.run_id != keep and is_stale(run):
+            client.set_tag(run.info.run_id, "error",
+                           "process ended without closing the run (killed?); marked KILLED by "
+                           "the next start of the same configuration")
+            client.set_terminated(run.info.run_id, "KILLED")
+            log.warning("marked stale run %s as KILLED", run.info.run_id)
+            n += 1
+    return n

@@ -1,0 +1,118 @@
+"""The README's bad-input table: each input gives a one-paragraph error naming the value and
+what was expected, exits non-zero, and leaves no MLflow run marked FINISHED."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from graphssl.evaluation.knn import KNNEvaluator
+from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation.runner import run_probes
+from graphssl.data.base import Split
+
+FAST = ["dataset=sbm", "trainer.epochs=2", "eval.figures=false", "logger.log_embeddings=false"]
+
+
+def cli(cmd, env, *args, timeout=300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def statuses(outputs: Path) -> list[str]:
+    db = outputs / "mlflow.db"
+    if not db.exists():
+        return []
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("graphssl")
+    return [r.info.status for r in client.search_runs([exp.experiment_id])] if exp else []
+
+
+def assert_clean_failure(res, outputs: Path, *needles: str) -> None:
+    assert res.returncode != 0
+    for needle in needles:
+        assert needle in res.stderr, f"{needle!r} not in stderr:\n{res.stderr[-2000:]}"
+    assert "FINISHED" not in statuses(outputs)
+
+
+def test_unknown_config_option(graphssl_cmd, cli_env, outputs_dir) -> None:
+    res = cli(graphssl_cmd, cli_env, "model=dgii")
+    assert_clean_failure(res, outputs_dir, "Could not find 'model/dgii'",
+                         "Available options in 'model'")
+
+
+def test_unknown_key(graphssl_cmd, cli_env, outputs_dir) -> None:
+    res = cli(graphssl_cmd, cli_env, "trainer.epochz=3")
+    assert_clean_failure(res, outputs_dir, "trainer.epochz")
+
+
+def test_wrong_value_type(graphssl_cmd, cli_env, outputs_dir) -> None:
+    res = cli(graphssl_cmd, cli_env, *FAST, "trainer.epochs=abc")
+    assert_clean_failure(res, outputs_dir, "trainer.epochs must be an integer, got 'abc'")
+    assert "Traceback" not in res.stderr
+    assert statuses(outputs_dir) == ["FAILED"]
+
+
+def test_dataset_folder_missing(graphssl_cmd, cli_env, outputs_dir, tmp_path) -> None:
+    env = dict(cli_env, GRAPHSSL_DATA_DIR=str(tmp_path / "missing"))
+    res = cli(graphssl_cmd, env, "trainer.epochs=1")
+    assert_clean_failure(res, outputs_dir, "dataset 'Cora'", str(tmp_path / "missing"),
+                         "ind.cora.x")
+
+
+def test_corrupt_raw_file(graphssl_cmd, cli_env, outputs_dir, tmp_path, data_dir) -> None:
+    root = tmp_path / "data"
+    shutil.copytree(data_dir / "Planetoid" / "Cora", root / "Planetoid" / "Cora")
+    allx = root / "Planetoid" / "Cora" / "raw" / "ind.cora.allx"
+    allx.write_bytes(allx.read_bytes()[:1000])  # truncated download
+    env = dict(cli_env, GRAPHSSL_DATA_DIR=str(root))
+    res = cli(graphssl_cmd, env, "trainer.epochs=1")
+    assert_clean_failure(res, outputs_dir, "DatasetCorruptError", "dataset 'Cora'",
+                         "could not read its raw files")
+
+
+def test_k_larger_than_training_set(graphssl_cmd, cli_env, outputs_dir) -> None:
+    res = cli(graphssl_cmd, cli_env, *FAST, "eval.probes.knn.k=5000")
+    assert_clean_failure(res, outputs_dir, "5000")
+    assert statuses(outputs_dir) == ["FAILED"]
+
+
+def test_empty_split(graphssl_cmd, cli_env, outputs_dir) -> None:
+    res = cli(graphssl_cmd, cli_env, *FAST, "dataset.val_frac=0.0")
+    assert_clean_failure(res, outputs_dir, "split is empty")
+    assert statuses(outputs_dir) == ["FAILED"]
+
+
+def test_unwritable_output_folder(graphssl_cmd, cli_env, tmp_path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    env = dict(cli_env, GRAPHSSL_OUTPUTS=str(blocker / "outputs"))
+    res = cli(graphssl_cmd, env, *FAST)
+    assert res.returncode != 0
+    assert str(blocker) in res.stderr
+
+
+def test_unreachable_tracking_server(graphssl_cmd, cli_env, outputs_dir) -> None:
+    env = dict(cli_env, MLFLOW_TRACKING_URI="http://127.0.0.1:9")
+    res = cli(graphssl_cmd, env, *FAST, timeout=240)
+    assert_clean_failure(res, outputs_dir, "http://127.0.0.1:9", "unreachable")
+
+
+def test_embeddings_with_nan() -> None:
+    z = torch.randn(20, 4)
+    z[3] = float("nan")
+    y = torch.arange(20) % 2
+    with pytest.raises(ValueError, match="1 of 20 rows with NaN or Inf"):
+        LogRegEvaluator().evaluate(z, y, torch.arange(10), torch.arange(10, 15),
+                                   torch.arange(15, 20))
+
+
+def test_labels_absent_for_a_probe() -> None:
+    split = Split(torch.arange(5), torch.arange(5, 8), torch.arange(8, 10))
+    with pytest.raises(ValueError, match="need labels, but the dataset has none"):
+        run_probes(torch.randn(10, 3), None, [split], {"knn": KNNEvaluator(k=2)})
