@@ -6,6 +6,8 @@ Only this module and the CLI know about Hydra.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import tempfile
 import time
@@ -23,10 +25,19 @@ from graphssl.data.base import DataModule
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.runner import run_diagnostics, run_probes
 from graphssl.methods.base import SSLMethod
+from graphssl.tracking import mlflow_store
 from graphssl.tracking.context import tracking_settings
 from graphssl.tracking.mlflow_store import flatten
 from graphssl.tracking.run import MLflowMetricsCallback, RunTracker
+from graphssl.tracking.stale import (
+    HASH_TAG,
+    is_stale,
+    mark_stale_killed,
+    owner_tags,
+    runs_of_config,
+)
 from graphssl.tracking.sweep import read_parent
+from graphssl.training.checkpoint import load_checkpoint
 from graphssl.utils import git_commit, package_versions, seed_everything, tensor_hash
 
 log = logging.getLogger(__name__)
@@ -52,10 +63,30 @@ def resolve_config(cfg: DictConfig) -> DictConfig:
 def build_datamodule(cfg: DictConfig) -> DataModule:
     dm = instantiate(cfg.dataset)
     if not isinstance(dm, DataModule):
-        raise TypeError(f"dataset._target_ must build a graphssl DataModule, got "
-                        f"{type(dm).__name__} from {cfg.dataset['_target_']!r}")
+        raise TypeError(
+            f"dataset._target_ must build a graphssl DataModule, got "
+            f"{type(dm).__name__} from {cfg.dataset['_target_']!r}"
+        )
     dm.setup()
     return dm
+
+
+def _fill_from_dataset(enc: DictConfig, dm: DataModule) -> None:
+    """Set the encoder keys that are -1/null and that the dataset decides: ``in_channels``
+    for GNNs; ``in_chans``/``img_size`` for image encoders (``dm.encoder_overrides()``)."""
+    pending = [str(k) for k, v in enc.items() if v is None or (isinstance(v, int) and v == -1)]
+    if not pending:
+        return
+    overrides_fn = getattr(dm, "encoder_overrides", None)
+    if callable(overrides_fn):
+        overrides = dict(overrides_fn())
+    elif "in_channels" in pending:
+        overrides = {"in_channels": dm.num_features}
+    else:
+        overrides = {}
+    for key in pending:
+        if key in overrides:
+            enc[key] = overrides[key]
 
 
 def build_method(cfg: DictConfig, dm: DataModule) -> SSLMethod:
@@ -63,13 +94,40 @@ def build_method(cfg: DictConfig, dm: DataModule) -> SSLMethod:
     model_cfg = OmegaConf.create(OmegaConf.to_container(cfg.model, resolve=True))
     assert isinstance(model_cfg, DictConfig)
     enc = model_cfg.get("encoder")
-    if isinstance(enc, DictConfig) and enc.get("in_channels", None) == -1:
-        enc.in_channels = dm.num_features
+    if isinstance(enc, DictConfig):
+        _fill_from_dataset(enc, dm)
+    if model_cfg.get("num_classes", None) in (-1, None) and "num_classes" in model_cfg:
+        model_cfg.num_classes = dm.num_classes  # e.g. the supervised classifier
     method = instantiate(model_cfg)
     if not isinstance(method, SSLMethod):
-        raise TypeError(f"model._target_ must build a graphssl SSLMethod, got "
-                        f"{type(method).__name__} from {cfg.model['_target_']!r}")
+        raise TypeError(
+            f"model._target_ must build a graphssl SSLMethod, got "
+            f"{type(method).__name__} from {cfg.model['_target_']!r}"
+        )
     return method
+
+
+_RIDGE = "graphssl.evaluation.regression_probe.RidgeEvaluator"
+
+
+def probe_configs(probes: DictConfig | None, task: str) -> dict[str, Any]:
+    """The configured probes that fit the dataset's ``task`` (graph-level datasets declare one).
+
+    ``"regression"`` keeps the ridge probes, or uses a default ridge probe when only
+    classifiers are configured; ``"multilabel"`` keeps the logistic-regression probes with
+    ``multilabel=true``; ``"classification"`` keeps everything configured.
+    """
+    cfgs = {str(k): v for k, v in (probes or {}).items() if v is not None}
+    if task == "regression":
+        ridge = {k: v for k, v in cfgs.items() if v.get("_target_") == _RIDGE}
+        return ridge or ({"ridge": {"_target_": _RIDGE}} if cfgs else {})
+    if task == "multilabel":
+        return {
+            k: OmegaConf.merge(v, {"multilabel": True})
+            for k, v in cfgs.items()
+            if str(v.get("_target_", "")).endswith("LogRegEvaluator")
+        }
+    return cfgs
 
 
 def _run_name(cfg: DictConfig) -> str:
@@ -98,18 +156,87 @@ def _tags(hc: HydraConf | None) -> dict[str, str]:
 
 def summary_table(metrics: dict[str, float], header: str) -> str:
     """A short plain-text table of the headline metrics."""
-    rows = [(k, v) for k, v in metrics.items()
-            if k.startswith("probe/") and k.rsplit("/", 1)[-1] in (
-                "val_acc", "test_acc", "test_acc_std", "val_ap", "test_ap", "test_mae",
-                "weight_decay")]
-    rows += [(k, v) for k, v in metrics.items() if k in (
-        "diag/rankme", "diag/effective_rank", "diag/alpha_req", "diag/stable_rank",
-        "diag/nesum", "diag/coherence", "diag/self_cluster", "train/final_loss",
-        "train/epochs", "time/train_seconds", "time/probe_seconds", "time/total_seconds")]
+    rows = [
+        (k, v)
+        for k, v in metrics.items()
+        if k.startswith("probe/")
+        and k.rsplit("/", 1)[-1]
+        in ("val_acc", "test_acc", "test_acc_std", "val_ap", "test_ap", "test_mae", "weight_decay")
+    ]
+    rows += [
+        (k, v)
+        for k, v in metrics.items()
+        if k
+        in (
+            "diag/rankme",
+            "diag/effective_rank",
+            "diag/alpha_req",
+            "diag/stable_rank",
+            "diag/nesum",
+            "diag/coherence",
+            "diag/self_cluster",
+            "supervised/test_acc",
+            "train/final_loss",
+            "train/epochs",
+            "time/train_seconds",
+            "time/probe_seconds",
+            "time/total_seconds",
+        )
+    ]
     width = max([len(k) for k, _ in rows] + [len(header)])
     lines = [header, "-" * (width + 14)]
     lines += [f"{k:<{width}}  {v:>12.4f}" for k, v in rows]
     return "\n".join(lines)
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """A short hash of the resolved config that identifies "the same run" across restarts
+    (``resume`` and display-only keys excluded)."""
+    ignored = {"resume", "trainer.progress", "logger.run_name"}
+    flat = {
+        k: v
+        for k, v in flatten(OmegaConf.to_container(cfg, resolve=True)).items()  # type: ignore[arg-type]
+        if k not in ignored
+    }
+    return hashlib.sha256(json.dumps(flat, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _checkpoint_path(cfg: DictConfig, chash: str) -> Path:
+    return Path(str(cfg.paths.outputs_dir)).absolute() / "checkpoints" / chash / "last.pt"
+
+
+def _resume_target(
+    cfg: DictConfig, settings: dict[str, Any], chash: str
+) -> tuple[str | None, dict[str, Any] | None]:
+    """Close stale runs of this configuration; with ``resume=true`` return the run id and
+    checkpoint to continue from."""
+    client = mlflow_store.client(settings["tracking_uri"])
+    exp_id = mlflow_store.ensure_experiment(
+        client, settings["experiment_name"], settings["artifact_location"]
+    )
+    runs = runs_of_config(client, exp_id, chash)
+    state = None
+    ckpt = _checkpoint_path(cfg, chash)
+    if cfg.get("resume", False) and ckpt.is_file():
+        state = load_checkpoint(ckpt, chash)
+    run_id = state.get("mlflow_run_id") if state else None
+    known = {r.info.run_id: r for r in runs}
+    if run_id is not None and (
+        run_id not in known
+        or known[run_id].info.status == "FINISHED"
+        or not (is_stale(known[run_id]) or known[run_id].info.status in ("KILLED", "FAILED"))
+    ):
+        log.warning(
+            "checkpoint %s belongs to run %s, which cannot be resumed (finished, live "
+            "or missing); starting a new run",
+            ckpt,
+            run_id,
+        )
+        run_id, state = None, None
+    mark_stale_killed(client, runs, keep=run_id)
+    if cfg.get("resume", False) and state is None:
+        log.warning("resume=true but no resumable checkpoint at %s; starting from scratch", ckpt)
+    return run_id, state
 
 
 def run(cfg: DictConfig) -> dict[str, float]:
@@ -121,16 +248,23 @@ def run(cfg: DictConfig) -> dict[str, float]:
     parent = None
     if hc is not None and hc.mode == RunMode.MULTIRUN:
         parent = read_parent(hc.sweep.dir)
+    chash = config_hash(resolved)
+    resume_run_id, resume_state = _resume_target(resolved, settings, chash)
     seed_everything(int(resolved.seed))
 
     with RunTracker(
-        settings["tracking_uri"], settings["experiment_name"], run_name=_run_name(resolved),
-        parent_run_id=parent["run_id"] if parent else None, tags=_tags(hc),
+        settings["tracking_uri"],
+        settings["experiment_name"],
+        run_name=_run_name(resolved),
+        parent_run_id=parent["run_id"] if parent else None,
+        tags={**_tags(hc), **owner_tags(), HASH_TAG: chash},
         artifact_location=settings["artifact_location"],
+        run_id=resume_run_id,
     ) as tracker:
-        tracker.log_params(_params(resolved))
-        tracker.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
-        if hc is not None:
+        if not tracker.resumed:  # params are logged once per run: MLflow refuses changes
+            tracker.log_params(_params(resolved))
+            tracker.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
+        if hc is not None and not tracker.resumed:
             hydra_dir = Path(hc.runtime.output_dir) / hc.output_subdir if hc.output_subdir else None
             if hydra_dir is not None and hydra_dir.is_dir():
                 tracker.log_artifacts(hydra_dir, ".hydra")
@@ -138,19 +272,31 @@ def run(cfg: DictConfig) -> dict[str, float]:
         dm = build_datamodule(resolved)
         method = build_method(resolved, dm)
         log.info("training %s on %s", type(method).__name__, dm)
-        trainer = instantiate(resolved.trainer, callbacks=[MLflowMetricsCallback(tracker)])
+        callbacks = [MLflowMetricsCallback(tracker), *_diagnostics_callbacks(resolved, dm, tracker)]
+        trainer = instantiate(
+            resolved.trainer,
+            callbacks=callbacks,
+            checkpoint_path=str(_checkpoint_path(resolved, chash)),
+        )
+        trainer.config_hash = chash
+        trainer.checkpoint_extra = {"mlflow_run_id": tracker.run_id}
+        if resume_state is not None:
+            trainer.resume_from(resume_state)
         t0 = time.perf_counter()
         fit = trainer.fit(method, dm)
         timings = {"time/train_seconds": time.perf_counter() - t0}
 
         ev = resolved.eval
         z, y = extract_embeddings(
-            method, dm, encoder_source=ev.extraction.encoder_source,
-            device=str(resolved.trainer.device), mini_batch=bool(ev.extraction.mini_batch),
+            method,
+            dm,
+            encoder_source=ev.extraction.encoder_source,
+            device=str(resolved.trainer.device),
+            mini_batch=bool(ev.extraction.mini_batch),
             num_neighbors=ev.extraction.num_neighbors,
         )
         timings["time/extract_seconds"] = time.perf_counter() - t0 - timings["time/train_seconds"]
-        metrics: dict[str, float] = {}
+        metrics: dict[str, float] = dict(getattr(dm, "graph_stats", dict)())  # data/avg_degree
         if fit.epochs:
             metrics["train/final_loss"] = fit.epochs[-1].metrics["loss"]
             metrics["train/epochs"] = float(len(fit.epochs))
@@ -160,8 +306,12 @@ def run(cfg: DictConfig) -> dict[str, float]:
             metrics.update(run_diagnostics(z, reference=bool(ev.diagnostics.reference)))
         timings["time/diagnostics_seconds"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        probes = {name: instantiate(p) for name, p in (ev.probes or {}).items() if p is not None}
+        probes = {
+            name: instantiate(p)
+            for name, p in probe_configs(ev.probes, getattr(dm, "task", "classification")).items()
+        }
         metrics.update(run_probes(z, y, dm.splits(), probes))
+        metrics.update(_classifier_metrics(method, z, y, dm, str(resolved.trainer.device)))
         timings["time/probe_seconds"] = time.perf_counter() - t0
         metrics.update(timings)
         metrics["time/total_seconds"] = time.perf_counter() - t_start
@@ -171,21 +321,73 @@ def run(cfg: DictConfig) -> dict[str, float]:
             from graphssl.evaluation.plots import projection_figure, spectrum_figure
 
             tracker.log_figure(spectrum_figure(z), "figures/spectrum.png")
-            tracker.log_figure(projection_figure(z, y, seed=int(resolved.seed)),
-                               "figures/projection.png")
+            tracker.log_figure(
+                projection_figure(z, y, seed=int(resolved.seed)), "figures/projection.png"
+            )
         if resolved.logger.get("log_embeddings", True):
             _log_embeddings(tracker, z, y)
         print(summary_table(metrics, f"{_run_name(resolved)}  (MLflow run {tracker.run_id})"))
     return metrics
 
 
+def _diagnostics_callbacks(cfg: DictConfig, dm: DataModule, tracker: RunTracker) -> list[Any]:
+    """The per-epoch diagnostics callback when ``eval.diag_every`` is set (issue 7)."""
+    ev = cfg.eval
+    if ev.get("diag_every") is None:
+        return []
+    from graphssl.evaluation.monitor import CollapseThresholds, DiagnosticsMonitor
+    from graphssl.tracking.monitor import DiagnosticsCallback
+
+    def embed(model: torch.nn.Module) -> torch.Tensor:
+        return extract_embeddings(
+            model, dm, encoder_source=ev.extraction.encoder_source, device=str(cfg.trainer.device)
+        )[0]
+
+    collapse = ev.get("collapse") or {}
+    monitor = DiagnosticsMonitor(
+        embed,
+        every=int(ev.diag_every),
+        subset=ev.get("diag_subset", 2048),
+        seed=int(cfg.seed),
+        thresholds=CollapseThresholds(**collapse),
+        reference=bool(ev.diagnostics.reference),
+    )
+    return [DiagnosticsCallback(monitor, tracker)]
+
+
+def _classifier_metrics(
+    method: SSLMethod, z: torch.Tensor, y: torch.Tensor | None, dm: DataModule, device: str
+) -> dict[str, float]:
+    """Accuracy of a method's own classifier (``supervised/<split>_acc``), when it has one."""
+    if y is None:
+        return {}
+    with torch.no_grad():
+        logits = method.classifier_logits(z.to(device))
+    if logits is None:
+        return {}
+    correct = (logits.argmax(1).cpu() == y).float()
+    out: dict[str, float] = {}
+    for part in ("train", "val", "test"):
+        accs = [
+            float(correct[getattr(s, part)].mean()) for s in dm.splits() if getattr(s, part).numel()
+        ]
+        if accs:
+            out[f"supervised/{part}_acc"] = sum(accs) / len(accs)
+    return out
+
+
 def _log_embeddings(tracker: RunTracker, z: torch.Tensor, y: torch.Tensor | None) -> None:
     """Store the final embeddings with their row ids and a content hash (``embeddings.pt``)."""
-    payload = {"embeddings": z.cpu(), "ids": torch.arange(z.shape[0]),
-               "labels": None if y is None else y.cpu(), "sha256": tensor_hash(z)}
+    payload = {
+        "embeddings": z.cpu(),
+        "ids": torch.arange(z.shape[0]),
+        "labels": None if y is None else y.cpu(),
+        "sha256": tensor_hash(z),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "embeddings.pt"
         torch.save(payload, path)
         tracker.log_artifact(path)
-    tracker.set_tags({"embeddings.sha256": payload["sha256"],
-                      "embeddings.shape": f"{z.shape[0]}x{z.shape[1]}"})
+    tracker.set_tags(
+        {"embeddings.sha256": payload["sha256"], "embeddings.shape": f"{z.shape[0]}x{z.shape[1]}"}
+    )

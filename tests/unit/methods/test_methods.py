@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
+from omegaconf import OmegaConf
 
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.methods.image import ImageSSLMethod
 from graphssl.pipeline import build_datamodule, build_method, resolve_config
 from graphssl.training.trainer import Trainer
 from graphssl.utils import seed_everything
@@ -21,12 +23,30 @@ CONF = Path(__file__).resolve().parents[3] / "conf"
 METHODS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
 
 
+def dataset_for(model: str) -> str:
+    """Graph-level methods (InfoGraph, GraphCL) train on generated graphs, the others on an SBM."""
+    target = OmegaConf.load(CONF / "model" / f"{model}.yaml")["_target_"]
+    return "synthetic_graphs" if getattr(get_class(target), "graph_level", False) else "sbm"
+
+
+def is_image_method(model: str) -> bool:
+    """Image methods (SimCLR, BYOL, DINO, supervised) train on digits with a tiny timm model."""
+    target = OmegaConf.load(CONF / "model" / f"{model}.yaml")["_target_"]
+    return issubclass(get_class(target), ImageSSLMethod)
+
+
+IMAGE_OVERRIDES = ("dataset=digits", "encoder=timm_small", "encoder.name=test_resnet",
+                   "dataset.subset=256", "dataset.image_size=16", "dataset.batch_size=64",
+                   "trainer.epochs=6")
+
+
 def small_config(model: str, *extra: str):
+    graph = (f"dataset={dataset_for(model)}", "encoder.hidden_channels=32",
+             "encoder.num_layers=2", "trainer.epochs=30")
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[
-            f"model={model}", "dataset=sbm", "encoder.hidden_channels=32",
-            "encoder.num_layers=2", "trainer.epochs=30", "trainer.patience=null",
-            "trainer.progress=false", *extra,
+            f"model={model}", *(IMAGE_OVERRIDES if is_image_method(model) else graph),
+            "trainer.patience=null", "trainer.progress=false", *extra,
         ])
     return resolve_config(cfg)
 
@@ -40,13 +60,25 @@ def test_method_trains_and_loss_falls(model: str) -> None:
     trainer: Trainer = instantiate(cfg.trainer)
     result = trainer.fit(method, dm)
     losses = result.losses
-    assert len(losses) == 30
-    assert all(math.isfinite(v) for v in losses)
-    first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
-    assert last < first, f"{model}: loss did not fall ({first:.4f} -> {last:.4f})"
+    if method.configure_optimizer() is None:
+        # Gradient-free (DeepWalk/node2vec): the whole fit is one summary "epoch" and gensim
+        # reports no loss, so there is no loss curve to check; the probe below checks the
+        # embeddings.
+        assert len(losses) == 1
+    else:
+        assert len(losses) == cfg.trainer.epochs
+        assert all(math.isfinite(v) for v in losses)
+        first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
+        assert last < first, f"{model}: loss did not fall ({first:.4f} -> {last:.4f})"
 
     z, y = extract_embeddings(method, dm)
-    assert z.shape == (dm.data.num_nodes, cfg.encoder.hidden_channels)
+    if isinstance(method, ImageSSLMethod):  # one row per image
+        assert z.shape == (len(dm.labels), method.backbone.out_channels)
+    elif method.graph_level:  # one row per graph
+        assert y is not None and z.shape[0] == y.shape[0] == len(dm.graphs)  # type: ignore[attr-defined]
+    else:
+        dim = cfg.model.encoder.hidden_channels if "encoder" in cfg.model else z.shape[1]
+        assert z.shape == (dm.data.num_nodes, dim)
     assert torch.isfinite(z).all()
     split = dm.splits()[0]
     res = LogRegEvaluator(weight_decay=[1e-2, 1e-4]).evaluate(z, y, split.train, split.val,
