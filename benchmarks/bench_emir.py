@@ -72,7 +72,16 @@ def main() -> None:
     )
     parser.add_argument("--max-pairs", type=int, default=None, help="run a random sample of pairs")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads (default: leave PyTorch's default). With 1 thread the "
+        "process CPU time is the wall time of an idle core.",
+    )
     args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
 
     config = EMIRConfig(seed=args.seed)
     embeddings = make_embeddings(args.n_rows, args.dims, seed=args.seed)

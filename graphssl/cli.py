@@ -17,8 +17,16 @@ CONFIG_PATH = str(Path(__file__).resolve().parent.parent / "conf")
 log = logging.getLogger("graphssl")
 
 #: errors caused by the user's input or environment: reported as one paragraph, no traceback
-USER_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError, PermissionError,
-               NotADirectoryError, ConnectionError, ImportError)
+USER_ERRORS = (
+    ValueError,
+    TypeError,
+    KeyError,
+    FileNotFoundError,
+    PermissionError,
+    NotADirectoryError,
+    ConnectionError,
+    ImportError,
+)
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="config")
@@ -38,8 +46,11 @@ def main(cfg: DictConfig) -> float | None:
                 raise SystemExit(1) from err
             raise  # Hydra records the failure and runs the remaining jobs
         print(f"graphssl: error: {type(err).__name__}: {err}", file=sys.stderr)
-        print("(the MLflow run, if one was created, is marked FAILED; set GRAPHSSL_TRACEBACK=1 "
-              "for the traceback)", file=sys.stderr)
+        print(
+            "(the MLflow run, if one was created, is marked FAILED; set GRAPHSSL_TRACEBACK=1 "
+            "for the traceback)",
+            file=sys.stderr,
+        )
         raise SystemExit(1) from err
     except Exception as err:
         if multirun and cfg.get("fail_fast", False):

@@ -23,10 +23,21 @@ def seed_everything(seed: int) -> None:
 def git_commit(cwd: str | os.PathLike[str] | None = None) -> str:
     """The current git commit of ``cwd`` (with ``-dirty`` when modified), or ``"unknown"``."""
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
-                             text=True, timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=cwd, capture_output=True, text=True, timeout=5).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -35,8 +46,17 @@ def git_commit(cwd: str | os.PathLike[str] | None = None) -> str:
 def package_versions() -> dict[str, str]:
     """Versions of Python and of the packages a result depends on."""
     out = {"python": platform.python_version()}
-    for name in ("graphssl", "torch", "torch-geometric", "hydra-core", "mlflow", "numpy",
-                 "scikit-learn", "timm", "gensim"):
+    for name in (
+        "graphssl",
+        "torch",
+        "torch-geometric",
+        "hydra-core",
+        "mlflow",
+        "numpy",
+        "scikit-learn",
+        "timm",
+        "gensim",
+    ):
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:

@@ -19,8 +19,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def shared_data_dir() -> Path | None:
     """The offline dataset folder, or ``None`` when this machine has none."""
-    candidates = [os.environ.get("GRAPHSSL_DATA_DIR"), os.environ.get("GRAPHSSL_SHARED_DATA"),
-                  str(REPO.parent / "shared" / "data")]
+    candidates = [
+        os.environ.get("GRAPHSSL_DATA_DIR"),
+        os.environ.get("GRAPHSSL_SHARED_DATA"),
+        str(REPO.parent / "shared" / "data"),
+    ]
     for c in candidates:
         if c and (Path(c) / "Planetoid").is_dir():
             return Path(c)
@@ -32,8 +35,10 @@ def data_dir() -> Path:
     """The real offline datasets (skips the test when they are absent)."""
     found = shared_data_dir()
     if found is None:
-        pytest.skip("real datasets not found: set GRAPHSSL_DATA_DIR to a folder laid out as "
-                    "../shared/data (Planetoid/, WebKB/, ...)")
+        pytest.skip(
+            "real datasets not found: set GRAPHSSL_DATA_DIR to a folder laid out as "
+            "../shared/data (Planetoid/, WebKB/, ...)"
+        )
     return found
 
 

@@ -27,8 +27,10 @@ class Split:
         for name in ("train", "val", "test"):
             t = getattr(self, name)
             if t.dtype != torch.long or t.ndim != 1:
-                raise ValueError(f"Split.{name} must be a 1-D long index tensor, got "
-                                 f"{t.dtype} with shape {tuple(t.shape)}")
+                raise ValueError(
+                    f"Split.{name} must be a 1-D long index tensor, got "
+                    f"{t.dtype} with shape {tuple(t.shape)}"
+                )
 
 
 class DataModule(ABC):
@@ -119,8 +121,10 @@ class DataModule(ABC):
 
         self._require_setup()
         if self.is_graph_level:
-            raise ValueError(f"dataset {self.name!r} is graph-level; neighbor_loader() needs a "
-                             f"node-level dataset")
+            raise ValueError(
+                f"dataset {self.name!r} is graph-level; neighbor_loader() needs a "
+                f"node-level dataset"
+            )
         return make_neighbor_loader(
             data if data is not None else self.data,
             num_neighbors=[-1, -1] if num_neighbors is None else list(num_neighbors),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import Tensor
@@ -27,9 +27,7 @@ from graphssl.data.paths import (
 SplitName = Literal["public", "geom-gcn", "random"]
 
 
-def random_split(
-    num_nodes: int, train: float, val: float, generator: torch.Generator
-) -> Split:
+def random_split(num_nodes: int, train: float, val: float, generator: torch.Generator) -> Split:
     """A seeded random split of ``num_nodes`` rows into train/val/test fractions."""
     if not (0 < train < 1 and 0 <= val < 1 and train + val < 1):
         raise ValueError(
@@ -86,9 +84,7 @@ class NodeDataModule(DataModule):
         super().__init__(name=name, seed=seed)
         self.corruption = corruption
         if split not in ("public", "geom-gcn", "random"):
-            raise ValueError(
-                f"split must be one of 'public', 'geom-gcn', 'random', got {split!r}"
-            )
+            raise ValueError(f"split must be one of 'public', 'geom-gcn', 'random', got {split!r}")
         self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self.cache_dir = Path(cache_dir) if cache_dir is not None else Path("outputs/cache")
         self.split = split
@@ -145,8 +141,13 @@ class NodeDataModule(DataModule):
         for i in indices:
             if not 0 <= i < k:
                 raise ValueError(f"split_index must be in [0, {k - 1}] for {self.name!r}, got {i}")
-            out.append(Split(_mask_to_index(train[:, i]), _mask_to_index(val[:, i]),
-                             _mask_to_index(test[:, i])))
+            out.append(
+                Split(
+                    _mask_to_index(train[:, i]),
+                    _mask_to_index(val[:, i]),
+                    _mask_to_index(test[:, i]),
+                )
+            )
         return out
 
     @property
@@ -172,8 +173,11 @@ class NodeDataModule(DataModule):
 
         n = int(self.data.num_nodes)
         m = undirected_edge_count(self.data.edge_index) if self.data.edge_index is not None else 0
-        return {"data/num_nodes": float(n), "data/num_edges": float(m),
-                "data/avg_degree": m / n if n else 0.0}
+        return {
+            "data/num_nodes": float(n),
+            "data/num_edges": float(m),
+            "data/avg_degree": m / n if n else 0.0,
+        }
 
     def train_dataloader(self) -> Iterable[Data]:
         return [self.data]
@@ -187,12 +191,13 @@ class PlanetoidDataModule(NodeDataModule):
     """
 
     _RAW = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
-    _NAMES = {"cora": "Cora", "citeseer": "CiteSeer"}
+    _NAMES: ClassVar[dict[str, str]] = {"cora": "Cora", "citeseer": "CiteSeer"}
 
     def __init__(self, name: str, **kwargs: Any) -> None:
         if name.lower() not in self._NAMES:
-            raise ValueError(f"Planetoid name must be one of {sorted(self._NAMES.values())}, "
-                             f"got {name!r}")
+            raise ValueError(
+                f"Planetoid name must be one of {sorted(self._NAMES.values())}, got {name!r}"
+            )
         super().__init__(name, **kwargs)
 
     def load(self) -> Data:
@@ -304,8 +309,9 @@ class SBMDataModule(NodeDataModule):
         kwargs.setdefault("val_frac", 0.2)
         super().__init__(name, **kwargs)  # type: ignore[arg-type]
         if num_blocks < 1 or block_size < 1:
-            raise ValueError(f"num_blocks and block_size must be >= 1, got {num_blocks} and "
-                             f"{block_size}")
+            raise ValueError(
+                f"num_blocks and block_size must be >= 1, got {num_blocks} and {block_size}"
+            )
         for pname, p in (("p_in", p_in), ("p_out", p_out)):
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"{pname} must be a probability in [0, 1], got {p}")

@@ -52,8 +52,9 @@ def as_float_matrix(
             f"{tuple(embeddings.shape)}"
         )
     if embeddings.shape[0] == 0 or embeddings.shape[1] == 0:
-        raise ValueError(f"{name} must have at least one row and one column, got shape "
-                         f"{tuple(embeddings.shape)}")
+        raise ValueError(
+            f"{name} must have at least one row and one column, got shape {tuple(embeddings.shape)}"
+        )
     x = embeddings.detach().to(dtype)
     finite = torch.isfinite(x).all(dim=1)
     n_bad = int((~finite).sum())
@@ -73,9 +74,7 @@ def as_float_matrix(
     return x
 
 
-def check_same_length(
-    embeddings: Tensor, labels: Tensor, *, what: str = "labels"
-) -> None:
+def check_same_length(embeddings: Tensor, labels: Tensor, *, what: str = "labels") -> None:
     """Raise when ``labels`` do not have one entry per embedding row."""
     if embeddings.shape[0] != labels.shape[0]:
         raise ValueError(

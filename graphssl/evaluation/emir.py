@@ -391,9 +391,8 @@ class ConditionalKernel(nn.Module):
     def forward(self, u: Tensor, z: Tensor) -> Tensor:
         """``u`` ``[B, d_U]``, ``z`` ``[B, d_Z]`` -> ``[B]`` ``log p(z|u)``."""
         out = self.net(u).view(u.shape[0], self.n_modes, 2 * self.dim_z + 1)
-        log_w = torch.log_softmax(out[..., 0], dim=-1)
-        mu = out[..., 1 : self.dim_z + 1]
-        raw_scale = out[..., self.dim_z + 1 :]
+        logits, mu, raw_scale = out.split([1, self.dim_z, self.dim_z], dim=-1)
+        log_w = torch.log_softmax(logits.squeeze(-1), dim=-1)
         return _mixture_logpdf(z, log_w, mu, raw_scale, self.use_tanh)
 
 
@@ -422,18 +421,25 @@ def _adam(params: Iterable[nn.Parameter], lr: float) -> torch.optim.Adam:
         return torch.optim.Adam(trainable, lr=lr)
 
 
-def _batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[Tensor]:
-    """Shuffled minibatch indices (last batch may be smaller, like ``DataLoader``)."""
-    perm = torch.randperm(n, generator=generator)
+def _shuffled_batches(
+    tensors: Sequence[Tensor], batch_size: int, generator: torch.Generator
+) -> Iterator[list[Tensor]]:
+    """One epoch of shuffled minibatches (last one may be smaller, like ``DataLoader``).
+
+    The rows are permuted once per epoch (one gather), then cut into contiguous slices.
+    """
+    n = tensors[0].shape[0]
+    perm = torch.randperm(n, generator=generator).to(tensors[0].device)
+    shuffled = [t[perm] for t in tensors]
     for start in range(0, n, batch_size):
-        yield perm[start : start + batch_size]
+        yield [t[start : start + batch_size] for t in shuffled]
 
 
-def _split(n: int, config: EMIRConfig) -> tuple[Tensor, Tensor]:
-    """``(train_idx, eval_idx)``: all rows twice by default, a seeded split when ``held_out``."""
+def _split(n: int, config: EMIRConfig) -> tuple[Tensor | None, Tensor | None]:
+    """``(train_idx, eval_idx)``; ``None`` means all rows (the default, as the reference code),
+    a seeded random split when ``config.held_out``."""
     if not config.held_out:
-        idx = torch.arange(n)
-        return idx, idx
+        return None, None
     n_eval = round(n * config.held_out_fraction)
     if n_eval < 1 or n - n_eval < 1:
         raise ValueError(
@@ -442,6 +448,10 @@ def _split(n: int, config: EMIRConfig) -> tuple[Tensor, Tensor]:
         )
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(config.seed))
     return perm[n_eval:], perm[:n_eval]
+
+
+def _take(x: Tensor, idx: Tensor | None) -> Tensor:
+    return x if idx is None else x[idx.to(x.device)]
 
 
 @torch.no_grad()
@@ -486,9 +496,9 @@ def _train_marginal(z: Tensor, config: EMIRConfig) -> MarginalKernel:
     generator = torch.Generator().manual_seed(config.seed)
     kernel.train()
     for _ in range(config.n_epochs_marg):
-        for idx in _batches(n, config.batch_size, generator):
+        for (z_batch,) in _shuffled_batches([z], config.batch_size, generator):
             optimizer.zero_grad(set_to_none=True)
-            loss = -kernel(z[idx.to(z.device)]).mean()
+            loss = -kernel(z_batch).mean()
             loss.backward()
             optimizer.step()
     kernel.eval()
@@ -517,13 +527,12 @@ def _train_conditional(u: Tensor, z: Tensor, h_z: float, config: EMIRConfig) -> 
     calm_epochs = 0
     for _ in range(config.n_epochs):
         epoch_loss = torch.zeros((), dtype=torch.float64, device=z.device)
-        for idx in _batches(n, config.batch_size, generator):
-            idx = idx.to(z.device)
+        for u_batch, z_batch in _shuffled_batches([u, z], config.batch_size, generator):
             optimizer.zero_grad(set_to_none=True)
-            loss = -kernel(u[idx], z[idx]).mean()
+            loss = -kernel(u_batch, z_batch).mean()
             loss.backward()
             optimizer.step()
-            epoch_loss += loss.detach().double() * idx.numel()
+            epoch_loss += loss.detach().double() * z_batch.shape[0]
         if config.stopping_criterion == "early_stopping":
             current = float(epoch_loss) / n
             if previous is not None and abs((current - previous) / (h_z + 1e-8)) < config.eps:
@@ -557,7 +566,7 @@ def fit_marginal(z: Tensor, config: EMIRConfig | None = None) -> MarginalKernel:
     config = config or EMIRConfig()
     zs, _ = _prepare(z, "z", config)
     train_idx, _ = _split(zs.shape[0], config)
-    return _train_marginal(zs[train_idx.to(zs.device)], config)
+    return _train_marginal(_take(zs, train_idx), config)
 
 
 def fit_conditional(
@@ -579,12 +588,12 @@ def fit_conditional(
     us, _ = _prepare(u, "u", config)
     zs, _ = _prepare(z, "z", config)
     train_idx, eval_idx = _split(zs.shape[0], config)
-    t = train_idx.to(zs.device)
     h_z = float("nan")
     if config.stopping_criterion == "early_stopping":
-        marginal = marginal if marginal is not None else _train_marginal(zs[t], config)
-        h_z = _mean_nll_marginal(marginal, zs[eval_idx.to(zs.device)])
-    return _train_conditional(us[t], zs[t], h_z, config)
+        if marginal is None:
+            marginal = _train_marginal(_take(zs, train_idx), config)
+        h_z = _mean_nll_marginal(marginal, _take(zs, eval_idx))
+    return _train_conditional(_take(us, train_idx), _take(zs, train_idx), h_z, config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -595,16 +604,15 @@ def fit_conditional(
 def _information_sufficiency_prepared(
     us: Tensor,
     zs: Tensor,
-    marginal: MarginalKernel,
     h_z: float,
     config: EMIRConfig,
     dropped_u: int,
     dropped_z: int,
 ) -> EMIRResult:
     train_idx, eval_idx = _split(zs.shape[0], config)
-    t, e = train_idx.to(zs.device), eval_idx.to(zs.device)
-    conditional = _train_conditional(us[t], zs[t], h_z, config)
-    h_z_given_u = _mean_nll_conditional(conditional, us[e], zs[e])
+    conditional = _train_conditional(_take(us, train_idx), _take(zs, train_idx), h_z, config)
+    z_eval = _take(zs, eval_idx)
+    h_z_given_u = _mean_nll_conditional(conditional, _take(us, eval_idx), z_eval)
     i_s = h_z - h_z_given_u
     return EMIRResult(
         h_z=h_z,
@@ -615,7 +623,7 @@ def _information_sufficiency_prepared(
         d_z=int(zs.shape[1]),
         dropped_u=dropped_u,
         dropped_z=dropped_z,
-        n_eval=int(e.numel()),
+        n_eval=int(z_eval.shape[0]),
     )
 
 
@@ -650,14 +658,14 @@ def information_sufficiency(
     zs, dropped_z = _prepare(z, "z", config)
     train_idx, eval_idx = _split(zs.shape[0], config)
     if marginal is None:
-        marginal = _train_marginal(zs[train_idx.to(zs.device)], config)
+        marginal = _train_marginal(_take(zs, train_idx), config)
     elif marginal.dim != zs.shape[1]:
         raise ValueError(
             f"marginal was fitted on {marginal.dim} dimensions but z has {zs.shape[1]} after "
             "dropping constant ones; fit it with fit_marginal(z, config)"
         )
-    h_z = _mean_nll_marginal(marginal, zs[eval_idx.to(zs.device)])
-    return _information_sufficiency_prepared(us, zs, marginal, h_z, config, dropped_u, dropped_z)
+    h_z = _mean_nll_marginal(marginal, _take(zs, eval_idx))
+    return _information_sufficiency_prepared(us, zs, h_z, config, dropped_u, dropped_z)
 
 
 def _progress(items: Sequence[_T], enabled: bool, desc: str) -> Iterable[_T]:
@@ -692,22 +700,20 @@ def pairwise_information_sufficiency(
     n = next(iter(prepared.values()))[0].shape[0]
     train_idx, eval_idx = _split(n, config)
     matrix = torch.full((len(names), len(names)), float("nan"), dtype=torch.float64)
-    pairs = [(i, j) for j in range(len(names)) for i in range(len(names)) if i != j]
-    current_target = -1
-    marginal: MarginalKernel | None = None
-    h_z = float("nan")
-    for i, j in _progress(pairs, progress, "EMIR pairs"):
-        zs, dropped_z = prepared[names[j]]
-        if j != current_target:
-            marginal = _train_marginal(zs[train_idx.to(zs.device)], config)
-            h_z = _mean_nll_marginal(marginal, zs[eval_idx.to(zs.device)])
-            current_target = j
-        assert marginal is not None
-        us, dropped_u = prepared[names[i]]
-        result = _information_sufficiency_prepared(
-            us, zs, marginal, h_z, config, dropped_u, dropped_z
-        )
-        matrix[i, j] = result.i_s_per_dim
+    n_pairs = len(names) * (len(names) - 1)
+    bar = tqdm(total=n_pairs, desc="EMIR pairs", disable=not (progress and sys.stderr.isatty()))
+    for j, target in enumerate(names):
+        zs, dropped_z = prepared[target]
+        marginal = _train_marginal(_take(zs, train_idx), config)  # once per target
+        h_z = _mean_nll_marginal(marginal, _take(zs, eval_idx))
+        for i, source in enumerate(names):
+            if i == j:
+                continue
+            us, dropped_u = prepared[source]
+            result = _information_sufficiency_prepared(us, zs, h_z, config, dropped_u, dropped_z)
+            matrix[i, j] = result.i_s_per_dim
+            bar.update()
+    bar.close()
     return names, matrix
 
 
@@ -857,14 +863,14 @@ def _cross_encoder_prepared(
     tr, va, te = perm[:n_train], perm[n_train : n_train + n_val], perm[n_train + n_val :]
     model = _build_seeded(seed, lambda: _cross_encoder(u.shape[1], z.shape[1], hidden))
     model = model.to(u.device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    optimizer = _adam(model.parameters(), lr)
     best_val, best_state = float("inf"), copy.deepcopy(model.state_dict())
+    train = [u[tr], z[tr]]
     for _ in range(epochs):
         model.train()
-        for idx in _batches(n_train, batch_size, generator):
-            rows = tr[idx.to(u.device)]
+        for u_batch, z_batch in _shuffled_batches(train, batch_size, generator):
             optimizer.zero_grad(set_to_none=True)
-            loss = ((model(u[rows]) - z[rows]) ** 2).sum(dim=1).mean()
+            loss = ((model(u_batch) - z_batch) ** 2).sum(dim=1).mean()
             loss.backward()
             optimizer.step()
         model.eval()

@@ -169,7 +169,11 @@ def _select_encoder(model: nn.Module, source: str) -> nn.Module:
 
 def _to_device(data: Data, device: torch.device) -> Data:
     # Data.to() moves the tensors of the object it is called on; copy so the datamodule's
-    # graph stays where it is.
+    # graph stays where it is. Image batches are tensors or tuples (x, y) of tensors.
+    if isinstance(data, Tensor):
+        return data.to(device)  # type: ignore[return-value]
+    if isinstance(data, (tuple, list)):
+        return type(data)(_to_device(b, device) for b in data)  # type: ignore[return-value]
     return copy.copy(data).to(device)
 
 

@@ -50,8 +50,9 @@ def spectrum_figure(embeddings: Tensor, fit_range: tuple[int, int] = (11, 100)) 
     return fig
 
 
-def projection_figure(embeddings: Tensor, labels: Tensor | None, max_points: int = 5000,
-                      seed: int = 0) -> Figure:
+def projection_figure(
+    embeddings: Tensor, labels: Tensor | None, max_points: int = 5000, seed: int = 0
+) -> Figure:
     """First two principal components of (a seeded subsample of) the embeddings, by label."""
     z = embeddings.detach().double()
     gen = torch.Generator().manual_seed(seed)
@@ -69,8 +70,14 @@ def projection_figure(embeddings: Tensor, labels: Tensor | None, max_points: int
         sc = ax.scatter(xy[:, 0], xy[:, 1], c=y, s=4, cmap=cmap, alpha=0.8)
         if classes.size <= 20:
             handles, names = sc.legend_elements(num=None)  # type: ignore[arg-type]
-            ax.legend(handles, names, fontsize=6, markerscale=0.8, loc="best",
-                      ncols=math.ceil(classes.size / 10))
+            ax.legend(
+                handles,
+                names,
+                fontsize=6,
+                markerscale=0.8,
+                loc="best",
+                ncols=math.ceil(classes.size / 10),
+            )
     else:
         ax.scatter(xy[:, 0], xy[:, 1], s=4, alpha=0.8)
     ax.set_xlabel("PC 1")

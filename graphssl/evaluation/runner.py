@@ -19,8 +19,14 @@ log = logging.getLogger(__name__)
 
 
 class Probe(Protocol):
-    def evaluate(self, embeddings: Tensor, labels: Tensor | None, train_mask: Tensor,
-                 val_mask: Tensor, test_mask: Tensor) -> dict[str, Any]: ...
+    def evaluate(
+        self,
+        embeddings: Tensor,
+        labels: Tensor | None,
+        train_mask: Tensor,
+        val_mask: Tensor,
+        test_mask: Tensor,
+    ) -> dict[str, Any]: ...
 
 
 class SplitLike(Protocol):
@@ -56,9 +62,11 @@ def run_probes(
     out: dict[str, float] = {}
     for name, probe in probes.items():
         results = [probe.evaluate(embeddings, labels, s.train, s.val, s.test) for s in splits]
-        summary = mean_std(results) if len(results) > 1 else {
-            k: float(v) for k, v in results[0].items() if isinstance(v, (int, float, bool))
-        }
+        summary = (
+            mean_std(results)
+            if len(results) > 1
+            else {k: float(v) for k, v in results[0].items() if isinstance(v, (int, float, bool))}
+        )
         if len(results) > 1:
             summary["num_splits"] = float(len(results))
         out.update({f"probe/{name}/{k}": v for k, v in summary.items()})

@@ -1,1 +1,1 @@
-"""Self-supervised methods: one small class per method on :class:`~graphssl.methods.base.SSLMethod`."""
+"""Self-supervised methods: one small class per method on ``SSLMethod``."""

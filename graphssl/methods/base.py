@@ -19,8 +19,9 @@ from torch_geometric.nn import global_add_pool, global_mean_pool
 OptimizerFactory = Callable[..., Optimizer]
 
 
-def encode(encoder: nn.Module, batch: Data, *, graph_level: bool = False,
-           pool: str = "mean") -> Tensor:
+def encode(
+    encoder: nn.Module, batch: Data, *, graph_level: bool = False, pool: str = "mean"
+) -> Tensor:
     """Run ``encoder`` on ``batch`` with the uniform ``(x, edge_index, edge_weight)`` call.
 
     Args:
@@ -31,7 +32,14 @@ def encode(encoder: nn.Module, batch: Data, *, graph_level: bool = False,
 
     Returns:
         ``[N, D]`` node embeddings, or ``[num_graphs, D]`` when ``graph_level``.
+
+    An image batch (a ``[B, C, H, W]`` tensor, or a tuple ``(x, y)`` from an image
+    DataModule) is passed to ``encoder(x)`` as is: image encoders pool by themselves.
     """
+    if isinstance(batch, Tensor):
+        return encoder(batch)  # type: ignore[no-any-return]
+    if isinstance(batch, (tuple, list)):
+        return encoder(batch[0])  # type: ignore[no-any-return]
     h: Tensor = encoder(batch.x, batch.edge_index, getattr(batch, "edge_weight", None))
     if not graph_level:
         return h
@@ -69,7 +77,7 @@ class SSLMethod(nn.Module):
         """Training objective on one batch; must contain the key ``"loss"``."""
         raise NotImplementedError
 
-    def forward(self, batch: Data) -> Tensor:  # noqa: D401 - nn.Module convention
+    def forward(self, batch: Data) -> Tensor:
         """Embeddings of ``batch`` for evaluation (node rows, or graph rows when graph-level)."""
         raise NotImplementedError
 
@@ -88,6 +96,12 @@ class SSLMethod(nn.Module):
 
     def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
         """Called after every optimizer step (EMA target updates, schedules)."""
+
+    def classifier_logits(self, embeddings: Tensor) -> Tensor | None:
+        """Class logits from the embeddings :meth:`forward` returns, for methods that train a
+        classifier (the pipeline logs its accuracy as ``supervised/<split>_acc``); others:
+        None."""
+        return None
 
     def fit_without_gradients(self, data: Data, epochs: int) -> dict[str, Any] | None:
         """Gradient-free methods (DeepWalk) train here and return summary values; others: None."""

@@ -1,7 +1,10 @@
 """Graph augmentations for contrastive and bootstrapped methods.
 
 Each augmentation is a named, picklable callable ``Data -> Data`` (style.md rule 8) drawing its
-randomness from torch's generator, which the pipeline seeds once per run.
+randomness from torch's global generator (of the input's device), which the pipeline seeds once
+per run: the same seed gives the same views. Every augmentation keeps the node count and order,
+so node-level losses can compare row ``i`` of two views. The ``conf/augment`` group holds one YAML
+per augmentation.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import copy
 from collections.abc import Sequence
 
 import torch
+from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import dropout_edge, mask_feature, subgraph
 
@@ -66,10 +70,71 @@ class DropNodes(GraphAugment):
 
     def __call__(self, data: Data) -> Data:
         keep = torch.rand(data.num_nodes, device=data.x.device) >= self.p
-        out = copy.copy(data)
-        out.x = data.x * keep.unsqueeze(-1).to(data.x.dtype)
-        out.edge_index, _ = subgraph(keep, data.edge_index, num_nodes=data.num_nodes)
-        return out
+        return _keep_nodes(data, keep)
+
+
+def _keep_nodes(data: Data, keep: Tensor) -> Data:
+    """Zero the features of the nodes outside ``keep`` ``(N,)`` bool and remove their edges."""
+    out = copy.copy(data)
+    out.x = data.x * keep.unsqueeze(-1).to(data.x.dtype)
+    edge_weight = getattr(data, "edge_weight", None)
+    out.edge_index, edge_weight = subgraph(
+        keep, data.edge_index, edge_attr=edge_weight, num_nodes=data.num_nodes
+    )
+    if edge_weight is not None:
+        out.edge_weight = edge_weight
+    return out
+
+
+class Subgraph(GraphAugment):
+    """Keep a BFS-grown node subset and isolate the rest (GraphCL's subgraph view, You et al.,
+    NeurIPS 2020, https://arxiv.org/abs/2010.13902), keeping the node count and order.
+
+    Starting from a uniformly drawn node, whole BFS layers (all nodes adjacent to the kept set)
+    are added while they fit; the layer that would overshoot contributes a uniform random subset,
+    so exactly ``round(keep * N)`` nodes (at least one) are kept. When the kept set has no
+    outside neighbour left (its connected components are exhausted) the search restarts from a
+    uniformly drawn node not yet kept. Nodes outside the subset get zero features and lose all
+    their edges, as in :class:`DropNodes`.
+
+    Args:
+        keep: fraction of nodes kept, in ``(0, 1]`` (default: ``0.8``).
+    """
+
+    def __init__(self, keep: float = 0.8) -> None:
+        if not 0.0 < keep <= 1.0:
+            raise ValueError(f"subgraph keep fraction must be in (0, 1], got {keep}")
+        self.keep = float(keep)
+
+    def sample_nodes(self, edge_index: Tensor, num_nodes: int) -> Tensor:
+        """The kept nodes as a ``(N,)`` bool mask, on ``edge_index``'s device."""
+        device = edge_index.device
+        selected = torch.zeros(num_nodes, dtype=torch.bool, device=device)
+        target = min(num_nodes, max(1, round(self.keep * num_nodes)))
+        if num_nodes == 0:
+            return selected
+        row, col = edge_index[0], edge_index[1]
+        frontier = torch.randint(num_nodes, (1,), device=device)
+        count = 0
+        while True:
+            need = target - count
+            if frontier.numel() > need:
+                frontier = frontier[torch.randperm(frontier.numel(), device=device)[:need]]
+            selected[frontier] = True
+            count += frontier.numel()
+            if count >= target:
+                return selected
+            # the next BFS layer: every node outside the kept set adjacent to it
+            leaving = selected[row] & ~selected[col]
+            frontier = torch.unique(col[leaving])
+            if frontier.numel() == 0:  # components exhausted: restart from a fresh node
+                rest = (~selected).nonzero().view(-1)
+                frontier = rest[torch.randint(rest.numel(), (1,), device=device)]
+
+    def __call__(self, data: Data) -> Data:
+        if self.keep == 1.0:
+            return copy.copy(data)
+        return _keep_nodes(data, self.sample_nodes(data.edge_index, int(data.num_nodes)))
 
 
 class Compose(GraphAugment):

@@ -35,8 +35,9 @@ class GNNEncoder(nn.Module):
 
     gnn: pyg_models.basic_gnn.BasicGNN | pyg_models.MLP
 
-    def __init__(self, hidden_channels: int, num_layers: int, act: str = "prelu",
-                 act_last: bool = False) -> None:
+    def __init__(
+        self, hidden_channels: int, num_layers: int, act: str = "prelu", act_last: bool = False
+    ) -> None:
         super().__init__()
         self.out_act: nn.Module = activation_resolver(act) if act_last else nn.Identity()
         if hidden_channels <= 0 or num_layers <= 0:
@@ -75,8 +76,15 @@ class GCNEncoder(GNNEncoder):
     ) -> None:
         super().__init__(hidden_channels, num_layers, act, act_last)
         self.gnn = pyg_models.GCN(
-            in_channels, hidden_channels, num_layers, dropout=dropout, act=act, norm=norm,
-            normalize=False, add_self_loops=False, cached=False,
+            in_channels,
+            hidden_channels,
+            num_layers,
+            dropout=dropout,
+            act=act,
+            norm=norm,
+            normalize=False,
+            add_self_loops=False,
+            cached=False,
         )
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
@@ -86,8 +94,9 @@ class GCNEncoder(GNNEncoder):
             )
         # Propagate with a sparse-matrix product (adj_t[target, source]) rather than PyG's
         # gather/scatter: the same sums, about twice as fast on CPU without torch-scatter.
-        adj_t = to_torch_csr_tensor(edge_index.flip(0), edge_weight.to(x.dtype),
-                                    size=(x.size(0), x.size(0)))
+        adj_t = to_torch_csr_tensor(
+            edge_index.flip(0), edge_weight.to(x.dtype), size=(x.size(0), x.size(0))
+        )
         return self.out_act(self.gnn(x, adj_t))
 
     def prepare(self, data: Data) -> Data:
@@ -142,7 +151,12 @@ class GATEncoder(GNNEncoder):
                 f"hidden_channels ({hidden_channels}) must be divisible by heads ({heads})"
             )
         self.gnn = pyg_models.GAT(
-            in_channels, hidden_channels, num_layers, dropout=dropout, act=act, norm=norm,
+            in_channels,
+            hidden_channels,
+            num_layers,
+            dropout=dropout,
+            act=act,
+            norm=norm,
             heads=heads,
         )
 
@@ -181,9 +195,14 @@ class MLPEncoder(GNNEncoder):
     ) -> None:
         super().__init__(hidden_channels, num_layers, act, act_last)
         self.gnn = pyg_models.MLP(
-            in_channels=in_channels, hidden_channels=hidden_channels,
-            out_channels=hidden_channels, num_layers=num_layers, dropout=dropout, act=act,
-            norm=norm, plain_last=False,
+            in_channels=in_channels,
+            hidden_channels=hidden_channels,
+            out_channels=hidden_channels,
+            num_layers=num_layers,
+            dropout=dropout,
+            act=act,
+            norm=norm,
+            plain_last=False,
         )
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:

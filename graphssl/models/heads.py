@@ -16,8 +16,14 @@ class MLPHead(nn.Module):
         act: ``"prelu"``, ``"relu"`` or ``"elu"`` (default: ``"prelu"``).
     """
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 batch_norm: bool = False, act: str = "prelu") -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        batch_norm: bool = False,
+        act: str = "prelu",
+    ) -> None:
         super().__init__()
         acts = {"prelu": nn.PReLU, "relu": nn.ReLU, "elu": nn.ELU}
         if act not in acts:

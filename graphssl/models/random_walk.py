@@ -167,10 +167,7 @@ def random_walks(
 
     prev, cur = start, start
     for step in range(1, walk_length):
-        if biased and step > 1:
-            nxt = second_order_step(prev, cur)
-        else:
-            nxt = propose(cur)
+        nxt = second_order_step(prev, cur) if biased and step > 1 else propose(cur)
         walks[:, step] = nxt
         prev, cur = cur, nxt
     return walks

@@ -61,7 +61,7 @@ def client(tracking_uri: str) -> MlflowClient:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
     if tracking_uri.startswith("sqlite:///"):
-        folder = Path(tracking_uri[len("sqlite:///"):]).parent
+        folder = Path(tracking_uri[len("sqlite:///") :]).parent
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -79,7 +79,7 @@ def client(tracking_uri: str) -> MlflowClient:
     if tracking_uri.startswith("sqlite:///"):
         from filelock import FileLock
 
-        db = Path(tracking_uri[len("sqlite:///"):])
+        db = Path(tracking_uri[len("sqlite:///") :])
         with FileLock(str(db) + ".lock", timeout=300):
             c = MlflowClient(tracking_uri=tracking_uri)
             c.search_experiments(max_results=1)  # creates or migrates the schema, once
@@ -88,7 +88,9 @@ def client(tracking_uri: str) -> MlflowClient:
 
 
 def ensure_experiment(
-    mlflow_client: MlflowClient, name: str, artifact_location: str | None = None,
+    mlflow_client: MlflowClient,
+    name: str,
+    artifact_location: str | None = None,
     retries: int = 5,
 ) -> str:
     """Return the id of experiment ``name``, creating it (and the store) if needed.
@@ -105,7 +107,7 @@ def ensure_experiment(
                     mlflow_client.restore_experiment(exp.experiment_id)
                 return str(exp.experiment_id)
             return str(mlflow_client.create_experiment(name, artifact_location=artifact_location))
-        except Exception as err:  # noqa: BLE001 - MLflow raises many kinds here
+        except Exception as err:
             if _is_unreachable(err):
                 raise ConnectionError(
                     f"MLflow tracking server at {mlflow_client.tracking_uri} is unreachable "
@@ -119,8 +121,15 @@ def ensure_experiment(
 
 def _is_unreachable(err: Exception) -> bool:
     text = f"{type(err).__name__}: {err}"
-    return any(s in text for s in ("Connection refused", "Max retries exceeded",
-                                   "Failed to establish", "ConnectionError"))
+    return any(
+        s in text
+        for s in (
+            "Connection refused",
+            "Max retries exceeded",
+            "Failed to establish",
+            "ConnectionError",
+        )
+    )
 
 
 def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -155,7 +164,8 @@ def log_params(mlflow_client: MlflowClient, run_id: str, params: Mapping[str, An
 
 
 def log_metrics(
-    mlflow_client: MlflowClient, run_id: str,
+    mlflow_client: MlflowClient,
+    run_id: str,
     points: Iterable[tuple[str, float, int]],
 ) -> None:
     """Log ``(key, value, step)`` points with ``log_batch`` (1000 per call)."""

@@ -50,8 +50,10 @@ def is_stale(run: Run) -> bool:
 def runs_of_config(client: MlflowClient, experiment_id: str, config_hash: str) -> list[Run]:
     """Runs of ``experiment_id`` tagged with ``config_hash``, newest first."""
     runs: list[Run] = client.search_runs(
-        [experiment_id], filter_string=f"tags.`{HASH_TAG}` = '{config_hash}'",
-        order_by=["attributes.start_time DESC"], max_results=1000,
+        [experiment_id],
+        filter_string=f"tags.`{HASH_TAG}` = '{config_hash}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1000,
     )
     return runs
 
@@ -61,9 +63,12 @@ def mark_stale_killed(client: MlflowClient, runs: list[Run], keep: str | None = 
     n = 0
     for run in runs:
         if run.info.run_id != keep and is_stale(run):
-            client.set_tag(run.info.run_id, "error",
-                           "process ended without closing the run (killed?); marked KILLED by "
-                           "the next start of the same configuration")
+            client.set_tag(
+                run.info.run_id,
+                "error",
+                "process ended without closing the run (killed?); marked KILLED by "
+                "the next start of the same configuration",
+            )
             client.set_terminated(run.info.run_id, "KILLED")
             log.warning("marked stale run %s as KILLED", run.info.run_id)
             n += 1

@@ -24,8 +24,13 @@ def capture_rng() -> dict[str, Any]:
     np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()  # type: ignore[misc]
     out: dict[str, Any] = {
         "python": [version, list(state), gauss],
-        "numpy": [np_name, torch.from_numpy(np.asarray(np_keys).copy()), int(np_pos),
-                  int(np_has_gauss), float(np_gauss)],
+        "numpy": [
+            np_name,
+            torch.from_numpy(np.asarray(np_keys).copy()),
+            int(np_pos),
+            int(np_has_gauss),
+            float(np_gauss),
+        ],
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -63,12 +68,16 @@ def load_checkpoint(path: str | os.PathLike[str], config_hash: str | None = None
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}; expected one written by a run "
-                                f"of the same configuration with trainer.checkpoint_every set")
+        raise FileNotFoundError(
+            f"no checkpoint at {path}; expected one written by a run "
+            f"of the same configuration with trainer.checkpoint_every set"
+        )
     state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
     if state.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"checkpoint {path} has format version {state.get('format_version')}; "
-                         f"expected {FORMAT_VERSION}")
+        raise ValueError(
+            f"checkpoint {path} has format version {state.get('format_version')}; "
+            f"expected {FORMAT_VERSION}"
+        )
     if config_hash is not None and state.get("config_hash") != config_hash:
         raise ValueError(
             f"checkpoint {path} was written by a different configuration (hash "

@@ -113,8 +113,9 @@ class Trainer:
     ) -> None:
         for name, value in (("epochs", epochs), ("batch_size", batch_size)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"trainer.{name} must be an integer, got {value!r} "
-                                f"({type(value).__name__})")
+                raise TypeError(
+                    f"trainer.{name} must be an integer, got {value!r} ({type(value).__name__})"
+                )
         if epochs < 0:
             raise ValueError(f"trainer.epochs must be >= 0, got {epochs}")
         if patience is not None and patience < 1:
@@ -122,8 +123,9 @@ class Trainer:
         if batch_size < 1:
             raise ValueError(f"trainer.batch_size must be >= 1, got {batch_size}")
         if checkpoint_every is not None and checkpoint_every < 1:
-            raise ValueError(f"trainer.checkpoint_every must be >= 1 or null, got "
-                             f"{checkpoint_every}")
+            raise ValueError(
+                f"trainer.checkpoint_every must be >= 1 or null, got {checkpoint_every}"
+            )
         self.epochs = epochs
         self.device = torch.device(device)
         self.patience = patience
@@ -146,36 +148,58 @@ class Trainer:
         """Continue from a checkpoint (see :mod:`graphssl.training.checkpoint`) in :meth:`fit`."""
         self._resume_state = state
 
-    def _save(self, method: SSLMethod, epoch: int, result: FitResult, bad_epochs: int,
-              best_state: dict[str, torch.Tensor] | None, stopped: bool) -> None:
+    def _save(
+        self,
+        method: SSLMethod,
+        epoch: int,
+        result: FitResult,
+        bad_epochs: int,
+        best_state: dict[str, torch.Tensor] | None,
+        stopped: bool,
+    ) -> None:
         if self.checkpoint_path is None:
             raise ValueError("trainer.checkpoint_every is set but no checkpoint_path was given")
         assert self.optimizer is not None
         for cb in self.callbacks:
             cb.on_checkpoint(self, method, epoch)
-        save_checkpoint(self.checkpoint_path, {
-            "epoch": epoch,
-            "global_step": self.global_step,
-            "model": method.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "rng": capture_rng(),
-            "config_hash": self.config_hash,
-            "history": [[e.epoch, e.metrics, e.seconds] for e in result.epochs],
-            "best_epoch": result.best_epoch,
-            "best_loss": result.best_loss,
-            "bad_epochs": bad_epochs,
-            "best_state": best_state,
-            "stopped_early": stopped,
-            **self.checkpoint_extra,
-        })
+        save_checkpoint(
+            self.checkpoint_path,
+            {
+                "epoch": epoch,
+                "global_step": self.global_step,
+                "model": method.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "rng": capture_rng(),
+                "config_hash": self.config_hash,
+                "history": [[e.epoch, e.metrics, e.seconds] for e in result.epochs],
+                "best_epoch": result.best_epoch,
+                "best_loss": result.best_loss,
+                "bad_epochs": bad_epochs,
+                "best_state": best_state,
+                "stopped_early": stopped,
+                **self.checkpoint_extra,
+            },
+        )
 
     # ------------------------------------------------------------------ loaders
+    def _check_mini_batch(self, datamodule: DataModule, method: SSLMethod) -> None:
+        if not self.mini_batch:
+            return
+        if datamodule.is_graph_level:
+            raise ValueError(
+                f"trainer.mini_batch=true samples NeighborLoader mini-batches of one graph, but "
+                f"dataset {datamodule.name!r} is a dataset of items that already trains in "
+                f"batches; set trainer.mini_batch=false"
+            )
+        if not method.supports_mini_batch:
+            raise ValueError(
+                f"{type(method).__name__} does not support mini-batch training; "
+                f"set trainer.mini_batch=false"
+            )
+
     def _batches(self, datamodule: DataModule, method: SSLMethod) -> Iterable[Data]:
         if not self.mini_batch:
             return datamodule.train_dataloader()
-        if not method.supports_mini_batch:
-            raise ValueError(f"{type(method).__name__} does not support mini-batch training; "
-                             f"set trainer.mini_batch=false")
         return datamodule.neighbor_loader(self.num_neighbors, self.batch_size, shuffle=True)
 
     def steps_per_epoch(self, datamodule: DataModule) -> int:
@@ -189,6 +213,7 @@ class Trainer:
     def fit(self, method: SSLMethod, datamodule: DataModule) -> FitResult:
         """Train ``method`` for up to :attr:`epochs` epochs and return the per-epoch losses."""
         datamodule.setup()
+        self._check_mini_batch(datamodule, method)
         method.to(self.device)
         result = FitResult()
         full_graph = datamodule.data if not datamodule.is_graph_level else None
@@ -197,11 +222,15 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_fit_start(self, method)
 
-        if full_graph is not None and (
-            summary := method.fit_without_gradients(full_graph, self.epochs)
-        ) is not None:
-            res = EpochResult(epoch=0, metrics={k: float(v) for k, v in summary.items()},
-                              seconds=float(summary.get("seconds", 0.0)))
+        if (
+            full_graph is not None
+            and (summary := method.fit_without_gradients(full_graph, self.epochs)) is not None
+        ):
+            res = EpochResult(
+                epoch=0,
+                metrics={k: float(v) for k, v in summary.items()},
+                seconds=float(summary.get("seconds", 0.0)),
+            )
             result.epochs.append(res)
             for cb in self.callbacks:
                 cb.on_epoch_end(self, method, res)
@@ -223,15 +252,23 @@ class Trainer:
             optimizer.load_state_dict(state["optimizer"])
             self.global_step = int(state["global_step"])
             start_epoch = int(state["epoch"]) + 1
-            result.epochs = [EpochResult(int(e), dict(m), float(s)) for e, m, s in state["history"]]
-            result.best_epoch, result.best_loss = int(state["best_epoch"]), float(state["best_loss"])
+            result.epochs = [
+                EpochResult(int(e), dict(m), float(sec)) for e, m, sec in state["history"]
+            ]
+            result.best_epoch = int(state["best_epoch"])
+            result.best_loss = float(state["best_loss"])
             bad_epochs, best_state = int(state["bad_epochs"]), state["best_state"]
             restore_rng(state["rng"])
             if state.get("stopped_early"):
                 result.stopped_early, start_epoch = True, self.epochs
             log.info("resuming at epoch %d from %s", start_epoch, self.checkpoint_path)
-        bar = tqdm(range(start_epoch, self.epochs), desc=f"train {type(method).__name__}",
-                   disable=not self.progress, unit="epoch", dynamic_ncols=True)
+        bar = tqdm(
+            range(start_epoch, self.epochs),
+            desc=f"train {type(method).__name__}",
+            disable=not self.progress,
+            unit="epoch",
+            dynamic_ncols=True,
+        )
         for epoch in bar:
             t0 = time.perf_counter()
             method.train()
@@ -274,8 +311,12 @@ class Trainer:
             ):
                 self._save(method, epoch, result, bad_epochs, best_state, stop)
             if stop:
-                log.info("early stopping at epoch %d (best %d, loss %.4f)", epoch,
-                         result.best_epoch, result.best_loss)
+                log.info(
+                    "early stopping at epoch %d (best %d, loss %.4f)",
+                    epoch,
+                    result.best_epoch,
+                    result.best_loss,
+                )
                 result.stopped_early = True
                 break
         bar.close()
@@ -284,5 +325,3 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_fit_end(self, method, result)
         return result
-
-

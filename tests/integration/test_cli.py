@@ -12,10 +12,12 @@ from mlflow.tracking import MlflowClient
 pytestmark = pytest.mark.integration
 
 
-def run_cli(cmd: list[str], env: dict[str, str], *args: str, timeout: int = 600,
-            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)
+def run_cli(
+    cmd: list[str], env: dict[str, str], *args: str, timeout: int = 600, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*cmd, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )
 
 
 def client_for(outputs: Path) -> MlflowClient:
@@ -32,8 +34,15 @@ def all_runs(outputs: Path):
 def test_help_lists_config_groups(graphssl_cmd, cli_env) -> None:
     res = run_cli(graphssl_cmd, cli_env, "--help", timeout=120)
     assert res.returncode == 0, res.stderr
-    for line in ("dataset: ", "model: ", "encoder: ", "trainer: ", "eval: ", "logger: ",
-                 "experiment: "):
+    for line in (
+        "dataset: ",
+        "model: ",
+        "encoder: ",
+        "trainer: ",
+        "eval: ",
+        "logger: ",
+        "experiment: ",
+    ):
         assert line in res.stdout, f"{line!r} missing from --help"
     assert "cora" in res.stdout and "dgi" in res.stdout and "grace" in res.stdout
 
@@ -84,8 +93,15 @@ def test_run_on_cora_logs_everything(graphssl_cmd, cli_env, outputs_dir, data_di
     history = client.get_metric_history(run.info.run_id, "train/loss")
     assert [m.step for m in history] == [0, 1, 2]
     metrics = run.data.metrics
-    for key in ("probe/logreg/val_acc", "probe/logreg/test_acc", "probe/logreg/weight_decay",
-                "diag/rankme", "diag/effective_rank", "diag/alpha_req", "diag/stable_rank"):
+    for key in (
+        "probe/logreg/val_acc",
+        "probe/logreg/test_acc",
+        "probe/logreg/weight_decay",
+        "diag/rankme",
+        "diag/effective_rank",
+        "diag/alpha_req",
+        "diag/stable_rank",
+    ):
         assert key in metrics, key
     assert 0.0 < metrics["probe/logreg/test_acc"] <= 1.0
     tags = run.data.tags
@@ -99,8 +115,16 @@ def test_run_on_cora_logs_everything(graphssl_cmd, cli_env, outputs_dir, data_di
 
 
 def test_multirun_two_by_two(graphssl_cmd, cli_env, outputs_dir, data_dir) -> None:
-    res = run_cli(graphssl_cmd, cli_env, "-m", "model=dgi,grace", "dataset=cora,citeseer",
-                  "trainer.epochs=2", "eval.figures=false", "logger.log_embeddings=false")
+    res = run_cli(
+        graphssl_cmd,
+        cli_env,
+        "-m",
+        "model=dgi,grace",
+        "dataset=cora,citeseer",
+        "trainer.epochs=2",
+        "eval.figures=false",
+        "logger.log_embeddings=false",
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     client, runs = all_runs(outputs_dir)
     parents = [r for r in runs if r.data.tags.get("graphssl.role") == "sweep"]
@@ -109,10 +133,16 @@ def test_multirun_two_by_two(graphssl_cmd, cli_env, outputs_dir, data_dir) -> No
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert len(children) == 4
     assert {r.info.status for r in children} == {"FINISHED"}
-    combos = {(r.data.params["model._target_"].rsplit(".", 1)[-1], r.data.params["dataset.name"])
-              for r in children}
-    assert combos == {("DGI", "Cora"), ("DGI", "CiteSeer"), ("GRACE", "Cora"),
-                      ("GRACE", "CiteSeer")}
+    combos = {
+        (r.data.params["model._target_"].rsplit(".", 1)[-1], r.data.params["dataset.name"])
+        for r in children
+    }
+    assert combos == {
+        ("DGI", "Cora"),
+        ("DGI", "CiteSeer"),
+        ("GRACE", "Cora"),
+        ("GRACE", "CiteSeer"),
+    }
     for child in children:
         assert "probe/logreg/test_acc" in child.data.metrics
         assert len(client.get_metric_history(child.info.run_id, "train/loss")) == 2

@@ -14,9 +14,18 @@ from mlflow.tracking import MlflowClient
 
 pytestmark = pytest.mark.integration
 
-ARGS = ["dataset=sbm", "model=grace", "encoder.hidden_channels=32", "encoder.num_layers=2",
-        "trainer.epochs=400", "trainer.patience=null", "trainer.checkpoint_every=10",
-        "eval.figures=false", "logger.log_embeddings=false", "eval.probes.knn=null"]
+ARGS = [
+    "dataset=sbm",
+    "model=grace",
+    "encoder.hidden_channels=32",
+    "encoder.num_layers=2",
+    "trainer.epochs=400",
+    "trainer.patience=null",
+    "trainer.checkpoint_every=10",
+    "eval.figures=false",
+    "logger.log_embeddings=false",
+    "eval.probes.knn=null",
+]
 
 
 def runs(outputs: Path):
@@ -26,8 +35,9 @@ def runs(outputs: Path):
 
 
 def start_and_kill(cmd: list[str], env: dict[str, str], outputs: Path) -> None:
-    proc = subprocess.Popen([*cmd, *ARGS], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*cmd, *ARGS], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 300
     try:
         while time.monotonic() < deadline:
@@ -43,15 +53,21 @@ def start_and_kill(cmd: list[str], env: dict[str, str], outputs: Path) -> None:
         proc.wait()
 
 
-def test_killed_run_is_marked_killed_then_resumed(graphssl_cmd, cli_env, outputs_dir, tmp_path,
-                                                  _mlflow_template) -> None:
+def test_killed_run_is_marked_killed_then_resumed(
+    graphssl_cmd, cli_env, outputs_dir, tmp_path, _mlflow_template
+) -> None:
     start_and_kill(graphssl_cmd, cli_env, outputs_dir)
     client, before = runs(outputs_dir)
     assert [r.info.status for r in before] == ["RUNNING"]  # the killed process left it open
     killed_id = before[0].info.run_id
 
-    res = subprocess.run([*graphssl_cmd, *ARGS, "resume=true"], env=cli_env, text=True,
-                         capture_output=True, timeout=600)
+    res = subprocess.run(
+        [*graphssl_cmd, *ARGS, "resume=true"],
+        env=cli_env,
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     client, after = runs(outputs_dir)
     assert [r.info.run_id for r in after] == [killed_id], "resume must continue the same run"
@@ -66,20 +82,27 @@ def test_killed_run_is_marked_killed_then_resumed(graphssl_cmd, cli_env, outputs
     fresh.mkdir()
     (fresh / "mlflow.db").write_bytes(_mlflow_template.read_bytes())
     env = dict(cli_env, GRAPHSSL_OUTPUTS=str(fresh))
-    res = subprocess.run([*graphssl_cmd, *ARGS], env=env, text=True, capture_output=True,
-                         timeout=600)
+    res = subprocess.run(
+        [*graphssl_cmd, *ARGS], env=env, text=True, capture_output=True, timeout=600
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     _, (straight,) = runs(fresh)
-    for key in ("probe/logreg/test_acc", "probe/logreg/val_acc", "diag/rankme",
-                "diag/stable_rank", "train/final_loss"):
+    for key in (
+        "probe/logreg/test_acc",
+        "probe/logreg/val_acc",
+        "diag/rankme",
+        "diag/stable_rank",
+        "train/final_loss",
+    ):
         assert resumed.data.metrics[key] == straight.data.metrics[key], key
 
 
 def test_stale_run_marked_killed_on_next_start(graphssl_cmd, cli_env, outputs_dir) -> None:
     start_and_kill(graphssl_cmd, cli_env, outputs_dir)
     _, (stale,) = runs(outputs_dir)
-    res = subprocess.run([*graphssl_cmd, *ARGS], env=cli_env, text=True, capture_output=True,
-                         timeout=600)
+    res = subprocess.run(
+        [*graphssl_cmd, *ARGS], env=cli_env, text=True, capture_output=True, timeout=600
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     _, all_runs = runs(outputs_dir)
     status = {r.info.run_id: r.info.status for r in all_runs}

@@ -11,17 +11,16 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
+from graphssl.data.base import Split
 from graphssl.evaluation.knn import KNNEvaluator
 from graphssl.evaluation.linear_probe import LogRegEvaluator
 from graphssl.evaluation.runner import run_probes
-from graphssl.data.base import Split
 
 FAST = ["dataset=sbm", "trainer.epochs=2", "eval.figures=false", "logger.log_embeddings=false"]
 
 
 def cli(cmd, env, *args, timeout=300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def statuses(outputs: Path) -> list[str]:
@@ -42,8 +41,9 @@ def assert_clean_failure(res, outputs: Path, *needles: str) -> None:
 
 def test_unknown_config_option(graphssl_cmd, cli_env, outputs_dir) -> None:
     res = cli(graphssl_cmd, cli_env, "model=dgii")
-    assert_clean_failure(res, outputs_dir, "Could not find 'model/dgii'",
-                         "Available options in 'model'")
+    assert_clean_failure(
+        res, outputs_dir, "Could not find 'model/dgii'", "Available options in 'model'"
+    )
 
 
 def test_unknown_key(graphssl_cmd, cli_env, outputs_dir) -> None:
@@ -61,8 +61,9 @@ def test_wrong_value_type(graphssl_cmd, cli_env, outputs_dir) -> None:
 def test_dataset_folder_missing(graphssl_cmd, cli_env, outputs_dir, tmp_path) -> None:
     env = dict(cli_env, GRAPHSSL_DATA_DIR=str(tmp_path / "missing"))
     res = cli(graphssl_cmd, env, "trainer.epochs=1")
-    assert_clean_failure(res, outputs_dir, "dataset 'Cora'", str(tmp_path / "missing"),
-                         "ind.cora.x")
+    assert_clean_failure(
+        res, outputs_dir, "dataset 'Cora'", str(tmp_path / "missing"), "ind.cora.x"
+    )
 
 
 def test_corrupt_raw_file(graphssl_cmd, cli_env, outputs_dir, tmp_path, data_dir) -> None:
@@ -72,8 +73,9 @@ def test_corrupt_raw_file(graphssl_cmd, cli_env, outputs_dir, tmp_path, data_dir
     allx.write_bytes(allx.read_bytes()[:1000])  # truncated download
     env = dict(cli_env, GRAPHSSL_DATA_DIR=str(root))
     res = cli(graphssl_cmd, env, "trainer.epochs=1")
-    assert_clean_failure(res, outputs_dir, "DatasetCorruptError", "dataset 'Cora'",
-                         "could not read its raw files")
+    assert_clean_failure(
+        res, outputs_dir, "DatasetCorruptError", "dataset 'Cora'", "could not read its raw files"
+    )
 
 
 def test_k_larger_than_training_set(graphssl_cmd, cli_env, outputs_dir) -> None:
@@ -108,8 +110,9 @@ def test_embeddings_with_nan() -> None:
     z[3] = float("nan")
     y = torch.arange(20) % 2
     with pytest.raises(ValueError, match="1 of 20 rows with NaN or Inf"):
-        LogRegEvaluator().evaluate(z, y, torch.arange(10), torch.arange(10, 15),
-                                   torch.arange(15, 20))
+        LogRegEvaluator().evaluate(
+            z, y, torch.arange(10), torch.arange(10, 15), torch.arange(15, 20)
+        )
 
 
 def test_labels_absent_for_a_probe() -> None:

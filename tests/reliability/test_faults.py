@@ -9,8 +9,13 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-FAST = ["dataset=sbm", "encoder.hidden_channels=16", "encoder.num_layers=1",
-        "eval.figures=false", "eval.probes.knn=null"]
+FAST = [
+    "dataset=sbm",
+    "encoder.hidden_channels=16",
+    "encoder.num_layers=1",
+    "eval.figures=false",
+    "eval.probes.knn=null",
+]
 
 
 def runs(outputs: Path):
@@ -28,8 +33,13 @@ def split_sweep(all_runs):
 
 
 def test_crash_in_one_job_keeps_the_sweep_going(graphssl_cmd, cli_env, outputs_dir) -> None:
-    res = subprocess.run([*graphssl_cmd, "-m", *FAST, "trainer.epochs=2,-1,3"], env=cli_env,
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [*graphssl_cmd, "-m", *FAST, "trainer.epochs=2,-1,3"],
+        env=cli_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode != 0, "a sweep with a failed job must exit non-zero"
     parent, children = split_sweep(runs(outputs_dir))
     by_epochs = {c.data.params.get("trainer.epochs"): c for c in children}
@@ -44,8 +54,13 @@ def test_crash_in_one_job_keeps_the_sweep_going(graphssl_cmd, cli_env, outputs_d
 
 
 def test_fail_fast_stops_the_sweep(graphssl_cmd, cli_env, outputs_dir) -> None:
-    res = subprocess.run([*graphssl_cmd, "-m", *FAST, "fail_fast=true", "trainer.epochs=-1,2,3"],
-                         env=cli_env, capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [*graphssl_cmd, "-m", *FAST, "fail_fast=true", "trainer.epochs=-1,2,3"],
+        env=cli_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode != 0
     parent, children = split_sweep(runs(outputs_dir))
     assert [c.info.status for c in children] == ["FAILED"], "no job may start after the failure"
@@ -56,9 +71,16 @@ def test_fail_fast_stops_the_sweep(graphssl_cmd, cli_env, outputs_dir) -> None:
 def test_six_jobs_at_once_on_a_fresh_store(graphssl_cmd, cli_env, tmp_path) -> None:
     outputs = tmp_path / "fresh-outputs"  # no pre-migrated store: they race to create it
     env = dict(cli_env, GRAPHSSL_OUTPUTS=str(outputs))
-    procs = [subprocess.Popen([*graphssl_cmd, *FAST, "trainer.epochs=2", f"seed={i}"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(6)]
+    procs = [
+        subprocess.Popen(
+            [*graphssl_cmd, *FAST, "trainer.epochs=2", f"seed={i}"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(6)
+    ]
     results = [p.communicate(timeout=900) for p in procs]
     for p, (_, err) in zip(procs, results):
         assert p.returncode == 0, err[-2000:]
@@ -69,23 +91,28 @@ def test_six_jobs_at_once_on_a_fresh_store(graphssl_cmd, cli_env, tmp_path) -> N
 
 
 @pytest.mark.parametrize("model", ["grace", "dgi"])
-def test_same_config_and_seed_is_bitwise_reproducible(graphssl_cmd, cli_env, tmp_path,
-                                                       _mlflow_template, model) -> None:
+def test_same_config_and_seed_is_bitwise_reproducible(
+    graphssl_cmd, cli_env, tmp_path, _mlflow_template, model
+) -> None:
     found = []
     for i in range(2):
         outputs = tmp_path / f"out{i}"
         outputs.mkdir()
         (outputs / "mlflow.db").write_bytes(_mlflow_template.read_bytes())
         env = dict(cli_env, GRAPHSSL_OUTPUTS=str(outputs))
-        res = subprocess.run([*graphssl_cmd, *FAST, f"model={model}", "trainer.epochs=15"],
-                             env=env, capture_output=True, text=True, timeout=600)
+        res = subprocess.run(
+            [*graphssl_cmd, *FAST, f"model={model}", "trainer.epochs=15"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert res.returncode == 0, res.stderr[-2000:]
         (run,) = runs(outputs)
         found.append(run)
     a, b = found
     assert a.data.tags["embeddings.sha256"] == b.data.tags["embeddings.sha256"]
-    keys = [k for k in a.data.metrics if not k.startswith("time/")
-            and k != "train/epoch_seconds"]
+    keys = [k for k in a.data.metrics if not k.startswith("time/") and k != "train/epoch_seconds"]
     assert keys
     for k in keys:
         assert a.data.metrics[k] == b.data.metrics[k], k

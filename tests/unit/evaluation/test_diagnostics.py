@@ -420,6 +420,21 @@ def test_ill_conditioned_uses_safety_net() -> None:
     assert_matches(embedding_diagnostics(torch.from_numpy(y)), naive(y), SPEC_REL)
 
 
+def test_safety_net_per_spectrum() -> None:
+    """Rank-deficient centered matrix (collinear rows + offset), full-rank raw matrix."""
+    g = np.random.default_rng(6)
+    x = low_rank(500, 30, 10, seed=6) + g.standard_normal(30) * 3.0
+    x = np.hstack([x, np.full((500, 1), 2.0)])  # constant column: X_c loses a rank, X does not
+    a = diag._analyze(torch.from_numpy(x), plain=True, centered=True)
+    assert a.plain is not None and a.centered is not None
+    assert a.centered.exact and a.centered.rank == 10
+    want = naive(x)
+    got = embedding_diagnostics(torch.from_numpy(x))
+    assert_matches(got, want, SPEC_REL)
+    assert stable_rank(torch.from_numpy(x)) == pytest.approx(got["stable_rank"], rel=1e-12)
+    assert nesum(torch.from_numpy(x)) == pytest.approx(got["nesum"], rel=1e-12)
+
+
 def test_input_types_accepted() -> None:
     x = MATS["tall"]
     want = embedding_diagnostics(torch.from_numpy(x))
@@ -463,6 +478,20 @@ def test_reference_mode_on_zeros() -> None:
     assert stable_rank(x, reference=True) == 0.0
     assert nesum(x, reference=True) == pytest.approx(4.0)
     assert self_cluster(x, reference=True) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 5), (2, 1), (2, 2), (13, 12), (200, 1)])
+def test_degenerate_shapes(shape: tuple[int, int]) -> None:
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = embedding_diagnostics(x)
+        assert_matches(got, embedding_diagnostics(x, method="svd"), {k: 1e-9 for k in KEYS})
+        assert_matches(got, naive(x.numpy()), SPEC_REL)
+        reference = embedding_diagnostics(x, reference=True)
+    assert set(reference) == KEYS
+    if min(shape) == 1:
+        assert math.isnan(got["self_cluster"]) and math.isnan(reference["self_cluster"])
 
 
 def test_reference_mode_matches_gr_formulas() -> None:

@@ -6,10 +6,11 @@ chosen so the whole module runs in well under a minute on 2 CPU cores.
 Known-answer notes used below:
 
 * z-scored data, true MI of ``Z = U + N(0, s^2 I)`` is ``1/2 log(1 + 1/s^2)`` per dimension
-  (0.347 for ``s = 1``). The conditional net starts with ``LayerNorm(u)``, which discards the
-  mean over u's features and most of its norm (about 0.49 nats in total for ``s = 1``), so with
-  ``d = 32`` the best the estimator can reach is ~0.332/dim; fitting on the evaluation samples adds
-  a small positive bias. Hence d = 32 and a 0.05 tolerance.
+  (0.347 for ``s = 1``). The conditional net starts with ``LayerNorm(u)`` (as the reference
+  code), which discards the mean over u's features and its norm; for ``s = 1`` that costs about
+  0.35 + 0.14 = 0.49 nats in total (our calculation), so the best reachable value is ~0.332/dim at
+  ``d = 32`` (0.286 at d = 8); fitting and evaluating on the same rows adds a small positive bias.
+  Hence d = 32 and a 0.05 tolerance (observed: 0.318).
 * The tanh clamp caps ``I_S / d_Z`` at ``H(Z)/d_Z + 0.0811 ~= 1.50`` for z-scored Gaussian ``Z``.
 """
 
@@ -83,7 +84,7 @@ def test_independent_gives_zero() -> None:
 def test_identical_is_large_but_capped_and_respects_floor() -> None:
     """U = Z -> 1.0 < I_S/d_Z < 1.55 (clamp cap), and H(Z|U)/d_Z >= -0.0811 (§10.5)."""
     z = torch.randn(4000, 16, generator=_gen(1))
-    r = information_sufficiency(z, z, EMIRConfig(n_epochs=30, seed=0))
+    r = information_sufficiency(z, z, EMIRConfig(n_epochs=40, seed=0))
     assert 1.0 < r.i_s_per_dim < 1.55
     assert r.h_z_given_u / r.d_z >= CONDITIONAL_ENTROPY_FLOOR_PER_DIM - 1e-6
 
@@ -140,6 +141,20 @@ def test_conditional_density_floor_is_deterministic() -> None:
     torch.testing.assert_close(
         nll, torch.full_like(nll, CONDITIONAL_ENTROPY_FLOOR_PER_DIM), atol=1e-5, rtol=0
     )
+
+
+def test_held_out_and_early_stopping_options() -> None:
+    """Held-out evaluation uses the seeded 20 % split; early stopping stops and stays finite."""
+    g = _gen(11)
+    u = torch.randn(500, 3, generator=g)
+    z = u + torch.randn(500, 3, generator=g)
+    held = information_sufficiency(u, z, EMIRConfig(held_out=True, n_epochs=3, seed=0))
+    assert held.n_eval == 100 and math.isfinite(held.i_s)
+    early = EMIRConfig(stopping_criterion="early_stopping", eps=1.0, n_epochs=50, seed=0)
+    result = information_sufficiency(u, z, early)
+    # |relative change| < 1 at the 2nd epoch -> stop: identical to a 2-epoch run
+    two_epochs = information_sufficiency(u, z, EMIRConfig(n_epochs=2, seed=0))
+    assert result.i_s == two_epochs.i_s and result.n_eval == 500
 
 
 # ------------------------------------------------------------------ aggregation and graph

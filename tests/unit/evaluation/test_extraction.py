@@ -264,5 +264,5 @@ def test_graph_level_label_count_mismatch_is_reported() -> None:
     dm = _GraphLevelDataModule(_graphs())
     dm.__class__ = type("_Broken", (_GraphLevelDataModule,), {"labels": torch.zeros(3)})
     model = _OneEncoderMethod(SAGEEncoder(3, 8, num_layers=1), graph_level=True)
-    with pytest.raises(ValueError, match="7 embedding rows but datamodule.labels has 3"):
+    with pytest.raises(ValueError, match=r"7 embedding rows but datamodule\.labels has 3"):
         extract_embeddings(model, dm)

@@ -1,0 +1,182 @@
+"""Linear-probe quality of graphssl's node methods against the published numbers.
+
+For every (method, dataset) pair and seed, composes the tuned experiment
+``conf/experiment/<method>_<dataset>.yaml`` (or, when there is none, ``model=<method>
+dataset=<dataset>``) with Hydra's compose API, runs :func:`graphssl.pipeline.run` in this process
+with MLflow writing to a temporary store, and prints a Markdown table of the logistic-regression
+probe's test accuracy (``probe/logreg/test_acc``, mean ± standard deviation over seeds) beside
+the number published in the GraphMAE paper's Table 1 (Hou et al., KDD 2022), which reports all
+of DGI, GRACE, BGRL, CCA-SSG and GraphMAE under the same public-split protocol.
+
+Usage::
+
+    python benchmarks/quality.py --methods cca_ssg graphmae --datasets cora citeseer --seeds 5
+    python benchmarks/quality.py --methods graphmae --datasets cora --seeds 1 --epochs-scale 0.1
+
+``--epochs-scale`` multiplies every run's ``trainer.epochs`` (rounded, at least 1) for quick
+runs; the table shows the epochs actually trained. Real data comes from ``$GRAPHSSL_DATA_DIR``
+(default: ``../shared/data`` beside the repository).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "conf"
+
+#: GraphMAE paper, Table 1 (node classification, public splits), test accuracy in %.
+PUBLISHED: dict[tuple[str, str], float] = {
+    ("dgi", "cora"): 82.3,
+    ("dgi", "citeseer"): 71.8,
+    ("grace", "cora"): 81.9,
+    ("grace", "citeseer"): 71.2,
+    ("bgrl", "cora"): 82.7,
+    ("bgrl", "citeseer"): 71.1,
+    ("cca_ssg", "cora"): 84.0,
+    ("cca_ssg", "citeseer"): 73.1,
+    ("graphmae", "cora"): 84.2,
+    ("graphmae", "citeseer"): 73.4,
+}
+
+METRIC = "probe/logreg/test_acc"
+
+
+def overrides_for(method: str, dataset: str, seed: int, outputs: Path) -> list[str]:
+    """Hydra overrides of one run: the tuned experiment when it exists, and quiet evaluation."""
+    experiment = CONF / "experiment" / f"{method}_{dataset}.yaml"
+    base = (
+        [f"experiment={experiment.stem}"]
+        if experiment.is_file()
+        else [f"model={method}", f"dataset={dataset}"]
+    )
+    return [
+        *base,
+        f"seed={seed}",
+        f"paths.outputs_dir={outputs}",
+        "eval=linear",
+        "eval.diagnostics.enabled=false",
+        "eval.figures=false",
+        "logger.log_embeddings=false",
+        "logger.experiment_name=quality-benchmark",
+        "trainer.progress=false",
+    ]
+
+
+def run_one(
+    method: str, dataset: str, seed: int, epochs_scale: float, outputs: Path
+) -> tuple[float, int, float]:
+    """Test accuracy (%), epochs trained and seconds of one run."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from graphssl.pipeline import run
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides_for(method, dataset, seed, outputs))
+    epochs = max(1, round(int(cfg.trainer.epochs) * epochs_scale))
+    with open_dict(cfg):
+        cfg.trainer.epochs = epochs
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the table
+        metrics = run(cfg)
+    seconds = time.perf_counter() - t0
+    if METRIC not in metrics:
+        raise RuntimeError(
+            f"{method} on {dataset} (seed {seed}) logged no {METRIC!r}; got "
+            f"{sorted(k for k in metrics if k.startswith('probe/'))}"
+        )
+    return 100.0 * float(metrics[METRIC]), epochs, seconds
+
+
+def fmt(values: list[float]) -> str:
+    if not values:
+        return "—"
+    mean = statistics.fmean(values)
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{mean:.1f} ± {std:.1f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["cca_ssg", "graphmae"],
+        help="model names of conf/model (default: cca_ssg graphmae)",
+    )
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        default=["cora", "citeseer"],
+        help="dataset names of conf/dataset (default: cora citeseer)",
+    )
+    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default: 5)")
+    parser.add_argument(
+        "--epochs-scale",
+        type=float,
+        default=1.0,
+        help="multiply every run's trainer.epochs (default: 1.0)",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    args = parser.parse_args(argv)
+    if args.seeds < 1 or args.epochs_scale <= 0:
+        parser.error("--seeds must be >= 1 and --epochs-scale > 0")
+
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.pop("MLFLOW_TRACKING_URI", None)  # the temporary store below, never a real one
+    if "GRAPHSSL_DATA_DIR" not in os.environ and (REPO.parent / "shared" / "data").is_dir():
+        os.environ["GRAPHSSL_DATA_DIR"] = str(REPO.parent / "shared" / "data")
+    logging.basicConfig(level=logging.WARNING)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="graphssl-quality-") as tmp:
+        for method in args.methods:
+            for dataset in args.datasets:
+                accs: list[float] = []
+                epochs, seconds = 0, 0.0
+                for seed in range(args.seeds):
+                    acc, epochs, sec = run_one(method, dataset, seed, args.epochs_scale, Path(tmp))
+                    accs.append(acc)
+                    seconds += sec
+                    print(
+                        f"# {method} {dataset} seed {seed}: test_acc {acc:.2f} "
+                        f"({epochs} epochs, {sec:.0f} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                rows.append((method, dataset, epochs, accs, seconds / len(accs)))
+
+    print(
+        "| method | dataset | epochs | seeds | ours (test acc %) | published | difference "
+        "| s / run |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for method, dataset, epochs, accs, sec in rows:
+        published = PUBLISHED.get((method, dataset))
+        diff = (
+            f"{statistics.fmean(accs) - published:+.1f}" if published is not None and accs else "—"
+        )
+        pub = f"{published:.1f}" if published is not None else "—"
+        print(
+            f"| {method} | {dataset} | {epochs} | {len(accs)} | {fmt(accs)} | {pub} | {diff} "
+            f"| {sec:.0f} |"
+        )
+    return 0 if all(math.isfinite(a) for _, _, _, accs, _ in rows for a in accs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

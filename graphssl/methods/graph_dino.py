@@ -1,0 +1,185 @@
+"""GraphDINO: DINO-style self-distillation of node embeddings."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Iterator, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.data import Data
+
+from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
+from graphssl.methods.bgrl import cosine_ema_momentum, ema_update
+from graphssl.models.augment import GraphAugment, edge_and_feature
+
+
+def dino_loss(
+    student_logits: Sequence[Tensor], teacher_probs: Sequence[Tensor], student_temp: float = 0.1
+) -> Tensor:
+    """DINO's cross-view cross-entropy ``H(P_teacher(view a), P_student(view b))``, a ≠ b.
+
+    Args:
+        student_logits: one ``(N, K)`` tensor of prototype scores per view.
+        teacher_probs: one ``(N, K)`` tensor of (centered, sharpened) teacher probabilities per
+            view, in the same view order; no gradient flows into them.
+        student_temp: temperature of the student softmax.
+
+    Returns:
+        The mean over view pairs of the mean over rows of the cross-entropy.
+    """
+    total = student_logits[0].new_zeros(())
+    terms = 0
+    for a, q in enumerate(teacher_probs):
+        for b, s in enumerate(student_logits):
+            if a == b:
+                continue
+            total = total - (q.detach() * F.log_softmax(s / student_temp, dim=-1)).sum(-1).mean()
+            terms += 1
+    if terms == 0:
+        raise ValueError(f"dino_loss needs at least two views, got {len(student_logits)}")
+    return total / terms
+
+
+class DINOHead(nn.Module):
+    """DINO's projection head: an MLP to a bottleneck, l2-normalisation, then cosine scores
+    against ``num_prototypes`` unit-norm prototypes (weight normalisation with the gain fixed to
+    one). ``(N, in_channels)`` → ``(N, num_prototypes)``, every score in ``[-1, 1]``.
+
+    Args:
+        in_channels: input size.
+        hidden_channels: hidden size of the MLP (default: ``512``).
+        bottleneck: size of the normalised bottleneck (default: ``128``).
+        num_prototypes: output size ``K`` (default: ``1024``).
+        num_layers: linear layers before the bottleneck output, GELU between (default: ``3``).
+        batch_norm: BatchNorm1d after every hidden linear layer, as DINO's head for convnets
+            (default: ``True``; nodes of one graph are similar, and batch statistics keep the
+            scores of different nodes apart, against collapse to the uniform distribution).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int = 512,
+        bottleneck: int = 128,
+        num_prototypes: int = 1024,
+        num_layers: int = 3,
+        batch_norm: bool = True,
+    ) -> None:
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [bottleneck]
+        layers: list[nn.Module] = []
+        for i, (a, b) in enumerate(itertools.pairwise(sizes)):
+            layers.append(nn.Linear(a, b))
+            if i < num_layers - 1:
+                if batch_norm:
+                    layers.append(nn.BatchNorm1d(b))
+                layers.append(nn.GELU())
+        self.mlp = nn.Sequential(*layers)
+        self.prototypes = nn.Parameter(torch.empty(num_prototypes, bottleneck))
+        nn.init.trunc_normal_(self.prototypes, std=0.02)
+
+    def forward(self, h: Tensor) -> Tensor:
+        z = F.normalize(self.mlp(h), dim=-1)
+        return F.linear(z, F.normalize(self.prototypes, dim=-1))
+
+
+class GraphDINO(SSLMethod):
+    """GraphDINO: DINO (Caron et al., ICCV 2021, https://arxiv.org/abs/2104.14294) on graphs.
+
+    The student (encoder + :class:`DINOHead` with many prototypes) sees two augmented views;
+    the teacher, an exponential moving average of the student, sees the same views. The
+    teacher's scores are centered (an EMA of their batch mean, against collapse to one
+    prototype) and sharpened (``teacher_temp < student_temp``, against a uniform output); the
+    loss is the cross-entropy between teacher and student distributions of different views
+    (:func:`dino_loss`). Evaluation uses the teacher encoder.
+
+    Args:
+        encoder: student GNN mapping ``(x, edge_index)`` to ``(N, D)``; the teacher is a copy.
+        optimizer: partial optimizer constructor.
+        augment1: first view (default: drop edges 0.2, mask features 0.3).
+        augment2: second view (default: drop edges 0.4, mask features 0.4).
+        num_prototypes: output size of the head (default: ``1024``).
+        head_hidden: hidden size of the head (default: ``512``).
+        bottleneck: bottleneck size of the head (default: ``128``).
+        student_temp: student softmax temperature (default: ``0.1``).
+        teacher_temp: teacher softmax temperature, below ``student_temp`` (default: ``0.04``).
+        center_momentum: EMA momentum of the center (default: ``0.9``).
+        momentum: base EMA momentum of the teacher, annealed to 1 (default: ``0.99``).
+    """
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        optimizer: OptimizerFactory | None = None,
+        augment1: GraphAugment | None = None,
+        augment2: GraphAugment | None = None,
+        num_prototypes: int = 1024,
+        head_hidden: int = 512,
+        bottleneck: int = 128,
+        student_temp: float = 0.1,
+        teacher_temp: float = 0.04,
+        center_momentum: float = 0.9,
+        momentum: float = 0.99,
+    ) -> None:
+        super().__init__(optimizer)
+        if not 0 < teacher_temp <= student_temp:
+            raise ValueError(
+                f"temperatures must satisfy 0 < teacher_temp <= student_temp (the teacher is "
+                f"sharpened), got teacher_temp={teacher_temp}, student_temp={student_temp}"
+            )
+        for name, m in (("momentum", momentum), ("center_momentum", center_momentum)):
+            if not 0.0 <= m <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {m}")
+        self.student = encoder
+        dim = int(encoder.out_channels)  # type: ignore[arg-type]
+        self.student_head = DINOHead(dim, head_hidden, bottleneck, num_prototypes)
+        self.teacher = copy.deepcopy(encoder).requires_grad_(False)
+        self.teacher_head = copy.deepcopy(self.student_head).requires_grad_(False)
+        self.register_buffer("center", torch.zeros(1, num_prototypes))
+        self.augment1 = augment1 or edge_and_feature(0.2, 0.3)
+        self.augment2 = augment2 or edge_and_feature(0.4, 0.4)
+        self.student_temp = student_temp
+        self.teacher_temp = teacher_temp
+        self.center_momentum = center_momentum
+        self.momentum = momentum
+        self._batch_center: Tensor | None = None
+
+    def encoders(self) -> dict[str, nn.Module]:
+        return {"teacher": self.teacher, "student": self.student}
+
+    def trainable_parameters(self) -> Iterator[nn.Parameter]:
+        yield from self.student.parameters()
+        yield from self.student_head.parameters()
+
+    def forward(self, batch: Data) -> Tensor:
+        return encode(self.teacher, batch)
+
+    def loss(self, batch: Data) -> dict[str, Tensor]:
+        n = int(getattr(batch, "batch_size", batch.num_nodes))  # seeds only in mini-batches
+        views = [self.augment1(batch), self.augment2(batch)]
+        student = [self.student_head(encode(self.student, v)[:n]) for v in views]
+        with torch.no_grad():
+            teacher = [self.teacher_head(encode(self.teacher, v)[:n]) for v in views]
+            probs = [F.softmax((t - self.center) / self.teacher_temp, dim=-1) for t in teacher]
+            self._batch_center = torch.cat(teacher).mean(dim=0, keepdim=True)
+            entropy = torch.stack([-(q * q.clamp_min(1e-12).log()).sum(-1).mean() for q in probs])
+        return {
+            "loss": dino_loss(student, probs, self.student_temp),
+            "teacher_entropy": entropy.mean(),
+        }
+
+    def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
+        m = cosine_ema_momentum(step, max_steps, self.momentum)
+        ema_update(self.teacher, self.student, m)
+        ema_update(self.teacher_head, self.student_head, m)
+        if self._batch_center is not None:
+            center: Tensor = self.center  # type: ignore[assignment]
+            center.mul_(self.center_momentum).add_(
+                self._batch_center, alpha=1 - self.center_momentum
+            )
+            self._batch_center = None

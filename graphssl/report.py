@@ -1,0 +1,387 @@
+"""``graphssl-report``: which unsupervised diagnostic predicts downstream accuracy?
+
+Reads the runs of an MLflow experiment (or the children of a sweep parent), groups them by
+configurable keys (default: dataset name and corruption type), and computes, per group, the
+Spearman (and Kendall) correlation across runs between every ``diag/*`` metric and a downstream
+metric (default ``probe/logreg/test_acc``; ``supervised/test_acc`` for a supervised model zoo).
+The tables are shaped like S0's (``metrics-spec.md`` §12.3):
+
+* Table 3: rows = metrics, columns = groups, values = ρ per group;
+* Table 4: the unweighted mean of Table 3 over the first group key (the dataset), one row per
+  value of the remaining keys (the corruption), columns = metrics.
+
+Constant inputs (or fewer than 3 runs) give NaN with a note, never an error.
+:func:`correlation_table` works on plain :class:`~graphssl.tracking.artifacts.RunRecord` lists;
+:func:`run_report` is what the CLI calls.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from graphssl.compare import correlation, metric_safe
+from graphssl.tracking import artifacts
+from graphssl.tracking.artifacts import RunRecord
+from graphssl.tracking.context import tracking_settings
+from graphssl.tracking.mlflow_store import flatten
+from graphssl.tracking.run import RunTracker
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CorrelationRow", "Report", "correlation_table", "markdown_table", "run_report"]
+
+ALL = "all"
+#: joins the values of several group keys into one label (not "|": Markdown tables)
+SEP = " / "
+
+
+@dataclass(frozen=True)
+class CorrelationRow:
+    """One (group, metric) cell: correlation of the metric with the downstream metric."""
+
+    group: str
+    metric: str
+    n: int
+    spearman: float
+    kendall: float
+    note: str = ""
+
+
+@dataclass
+class Report:
+    """Result of :func:`correlation_table`.
+
+    Attributes:
+        group_keys: the grouping keys actually used (keys no run has are dropped).
+        groups: group labels in order (``"all"`` when there are no keys).
+        metrics: the correlated metric names in order.
+        rows: one :class:`CorrelationRow` per (group, metric).
+        downstream: the downstream metric name.
+        points: ``{metric: [(group, metric value, downstream value), ...]}`` for the scatter
+            plots.
+        n_runs: runs used (those with a finite downstream value).
+    """
+
+    group_keys: list[str]
+    groups: list[str]
+    metrics: list[str]
+    rows: list[CorrelationRow]
+    downstream: str
+    points: dict[str, list[tuple[str, float, float]]] = field(default_factory=dict)
+    n_runs: int = 0
+
+    def cell(self, group: str, metric: str, stat: str = "spearman") -> float:
+        for r in self.rows:
+            if r.group == group and r.metric == metric:
+                return float(getattr(r, stat))
+        return math.nan
+
+    def table3(self, stat: str = "spearman") -> tuple[list[str], list[str], np.ndarray]:
+        """``(row names = metrics, column names = groups, values)``."""
+        values = np.array([[self.cell(g, m, stat) for g in self.groups] for m in self.metrics])
+        return self.metrics, self.groups, values.reshape(len(self.metrics), len(self.groups))
+
+    def table4(self, stat: str = "spearman") -> tuple[list[str], list[str], np.ndarray]:
+        """Mean of Table 3 over the first group key: ``(rows, columns = metrics, values)``.
+
+        Rows are the values of the remaining group keys (``"mean"`` when there is at most one
+        key). NaN cells are left out of a mean; a mean of only NaN cells is NaN.
+        """
+        rows: list[str] = []
+        members: dict[str, list[str]] = {}
+        for g in self.groups:
+            parts = g.split(SEP)
+            rest = SEP.join(parts[1:]) if len(self.group_keys) > 1 else "mean"
+            if rest not in members:
+                rows.append(rest)
+                members[rest] = []
+            members[rest].append(g)
+        values = np.full((len(rows), len(self.metrics)), math.nan)
+        for i, r in enumerate(rows):
+            for j, m in enumerate(self.metrics):
+                cells = np.array([self.cell(g, m, stat) for g in members[r]])
+                if np.isfinite(cells).any():
+                    values[i, j] = float(np.nanmean(cells))
+        return rows, self.metrics, values
+
+    def notes(self) -> list[str]:
+        return [f"{r.group} / {r.metric}: {r.note}" for r in self.rows if r.note]
+
+
+def _label(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _present(runs: Sequence[RunRecord], keys: Sequence[str]) -> list[str]:
+    """The keys at least one run has (``params.dataset.corruption`` is optional)."""
+    return [k for k in keys if any(r.value(k) is not None for r in runs)]
+
+
+def correlation_table(
+    runs: Sequence[RunRecord],
+    downstream: str = "probe/logreg/test_acc",
+    group_by: Sequence[str] = ("params.dataset.name", "params.dataset.corruption"),
+    metric_prefix: str = "diag/",
+    metrics: Sequence[str] | None = None,
+    exclude: Sequence[str] = (),
+) -> Report:
+    """Per-group Spearman / Kendall correlation of every diagnostic with ``downstream``.
+
+    Args:
+        runs: the runs of a sweep (any order).
+        downstream: the metric the diagnostics should predict (default:
+            ``probe/logreg/test_acc``).
+        group_by: ``params.x`` / ``tags.x`` / ``metrics.x`` keys; keys that no run has are
+            dropped, and no key at all means one group ``"all"``.
+        metric_prefix: metrics starting with this are correlated (default: ``"diag/"``).
+        metrics: an explicit list instead of the prefix (default: ``None``).
+        exclude: metric names to leave out (e.g. ``diag/selfcluster_zero_rows``).
+
+    Returns:
+        a :class:`Report`; runs without a finite ``downstream`` value are left out.
+    """
+    used = [r for r in runs if math.isfinite(r.metrics.get(downstream, math.nan))]
+    keys = _present(used, group_by)
+    if metrics is None:
+        names = sorted(
+            {m for r in used for m in r.metrics if m.startswith(metric_prefix) and m != downstream}
+        )
+    else:
+        names = list(metrics)
+    names = [m for m in names if m not in set(exclude)]
+    grouped: dict[str, list[RunRecord]] = {}
+    for r in used:
+        label = SEP.join(_label(r.value(k)) for k in keys) if keys else ALL
+        grouped.setdefault(label, []).append(r)
+    groups = sorted(grouped)
+    rows: list[CorrelationRow] = []
+    points: dict[str, list[tuple[str, float, float]]] = {m: [] for m in names}
+    for g in groups:
+        members = grouped[g]
+        y = [r.metrics[downstream] for r in members]
+        for m in names:
+            x = [r.metrics.get(m, math.nan) for r in members]
+            rho, tau, n, note = correlation(x, y)
+            rows.append(CorrelationRow(g, m, n, rho, tau, note))
+            points[m].extend((g, a, b) for a, b in zip(x, y) if math.isfinite(a))
+    return Report(list(keys), groups, names, rows, downstream, points, len(used))
+
+
+# --------------------------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(v: float) -> str:
+    return "nan" if math.isnan(v) else f"{v:+.2f}"
+
+
+def markdown_table(
+    rows: Sequence[str], columns: Sequence[str], values: np.ndarray, corner: str = "metric"
+) -> str:
+    """A Markdown table with 2-decimal signed values (``nan`` for undefined cells)."""
+    lines = [
+        "| " + " | ".join([corner, *columns]) + " |",
+        "|" + "|".join("---" for _ in range(len(columns) + 1)) + "|",
+    ]
+    for name, vals in zip(rows, values):
+        lines.append("| " + " | ".join([name, *(_fmt(float(v)) for v in vals)]) + " |")
+    return "\n".join(lines)
+
+
+def _write_csv(
+    path: Path, rows: Sequence[str], columns: Sequence[str], values: np.ndarray, corner: str
+) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([corner, *columns])
+        for name, vals in zip(rows, values):
+            w.writerow([name, *("" if math.isnan(v) else f"{v:.6f}" for v in vals)])
+
+
+def scatter_figure(report: Report, columns: int = 4) -> Figure:
+    """One panel per metric: metric value (x) vs downstream (y), coloured by group."""
+    from graphssl.evaluation.plots import _figure
+
+    k = max(1, len(report.metrics))
+    ncols = min(columns, k)
+    nrows = math.ceil(k / ncols)
+    fig = _figure(3.2 * ncols, 2.8 * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    palette = [f"C{i}" for i in range(10)]
+    colors = {g: palette[i % 10] for i, g in enumerate(report.groups)}
+    for idx, metric in enumerate(report.metrics):
+        ax = axes[idx // ncols][idx % ncols]
+        for g in report.groups:
+            pts = [(a, b) for gg, a, b in report.points.get(metric, []) if gg == g]
+            if pts:
+                xs, ys = zip(*pts)
+                ax.scatter(xs, ys, s=12, color=colors[g], label=g, alpha=0.8)
+        rho = [report.cell(g, metric) for g in report.groups]
+        finite = [r for r in rho if math.isfinite(r)]
+        mean = f"{np.mean(finite):+.2f}" if finite else "nan"
+        ax.set_title(f"{metric} (mean ρ {mean})", fontsize=8)
+        ax.set_ylabel(report.downstream, fontsize=7)
+        ax.tick_params(labelsize=6)
+    for idx in range(len(report.metrics), nrows * ncols):
+        axes[idx // ncols][idx % ncols].set_visible(False)
+    if len(report.groups) > 1:
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(
+            handles, labels, loc="outside lower center", fontsize=7, ncols=min(len(labels), 4)
+        )
+    return fig
+
+
+def write_outputs(report: Report, folder: Path) -> tuple[list[Path], str]:
+    """Write the tables (CSV + Markdown), the long-form correlations and the scatter grid.
+
+    Returns:
+        ``(paths, markdown)`` where ``markdown`` is ``report.md`` (what the CLI prints).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    first = report.group_keys[0] if report.group_keys else "groups"
+    corner3 = f"metric \\ {' | '.join(report.group_keys) or 'group'}"
+    md = [
+        f"# Correlation with {report.downstream} ({report.n_runs} runs, "
+        f"groups by {report.group_keys or ['(none)']})",
+        "",
+    ]
+    for stat in ("spearman", "kendall"):
+        rows, cols, vals = report.table3(stat)
+        p = folder / f"table3_{stat}.csv"
+        _write_csv(p, rows, cols, vals, corner3)
+        paths.append(p)
+        md += [f"## Table 3 ({stat}): per group", "", markdown_table(rows, cols, vals), ""]
+        rows4, cols4, vals4 = report.table4(stat)
+        p = folder / f"table4_{stat}.csv"
+        corner4 = SEP.join(report.group_keys[1:]) or "mean over groups"
+        _write_csv(p, rows4, cols4, vals4, corner4)
+        paths.append(p)
+        md += [
+            f"## Table 4 ({stat}): mean over {first}",
+            "",
+            markdown_table(rows4, cols4, vals4, corner=corner4),
+            "",
+        ]
+    notes = report.notes()
+    if notes:
+        md += ["## Notes (NaN cells)", "", *(f"- {n}" for n in notes), ""]
+    p = folder / "correlations.csv"
+    with p.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["group", "metric", "n", "spearman", "kendall", "note"])
+        for r in report.rows:
+            w.writerow([r.group, r.metric, r.n, r.spearman, r.kendall, r.note])
+    paths.append(p)
+    text = "\n".join(md)
+    p = folder / "report.md"
+    p.write_text(text)
+    paths.append(p)
+    p = folder / "scatter.png"
+    scatter_figure(report).savefig(p)
+    paths.append(p)
+    return paths, text
+
+
+_KEY = re.compile(r"[^0-9A-Za-z_\-.]+")
+
+
+def report_metrics(report: Report) -> dict[str, float]:
+    """``report/spearman/<metric>/<group>`` and ``report/mean_spearman/<metric>[/<row>]``."""
+    out: dict[str, float] = {}
+    for r in report.rows:
+        group = _KEY.sub("_", r.group)
+        out[f"report/spearman/{r.metric}/{group}"] = r.spearman
+        out[f"report/kendall/{r.metric}/{group}"] = r.kendall
+    rows, cols, vals = report.table4("spearman")
+    for i, row in enumerate(rows):
+        for j, m in enumerate(cols):
+            suffix = "" if row == "mean" else "/" + _KEY.sub("_", row)
+            out[metric_safe(f"report/mean_spearman/{m}{suffix}")] = float(vals[i, j])
+    return out
+
+
+def run_report(cfg: DictConfig) -> Report:
+    """Select runs, correlate, write and log the tables; prints the Markdown report.
+
+    With ``parent_run_id`` the files go to the parent run under ``report/``; otherwise a new run
+    tagged ``graphssl.role=report`` is created in the selected experiment.
+    """
+    settings = tracking_settings(cfg)
+    uri = settings["tracking_uri"]
+    out_dir = Path(str(cfg.get("output_dir") or tempfile.mkdtemp(prefix="graphssl-report-")))
+    parent = cfg.get("parent_run_id")
+    experiment = cfg.get("experiment") or (None if parent else str(cfg.logger.experiment_name))
+    runs = artifacts.select_runs(
+        uri,
+        experiment=experiment,
+        parent_run_id=parent,
+        filter_string=cfg.get("filter"),
+        statuses=tuple(cfg.get("statuses") or ("FINISHED",)),
+    )
+    if not runs:
+        raise ValueError(
+            f"no runs selected (experiment={experiment!r}, parent_run_id={parent!r},"
+            f" filter={cfg.get('filter')!r}) in {uri}"
+        )
+    report = correlation_table(
+        runs,
+        downstream=str(cfg.downstream),
+        group_by=list(cfg.group_by or []),
+        metric_prefix=str(cfg.metric_prefix),
+        metrics=list(cfg.metrics) if cfg.get("metrics") else None,
+        exclude=list(cfg.get("exclude") or []),
+    )
+    if report.n_runs == 0:
+        raise ValueError(
+            f"none of the {len(runs)} selected runs has the downstream metric "
+            f"{cfg.downstream!r}; set downstream=<metric> (e.g. supervised/test_acc)"
+        )
+    if not report.metrics:
+        raise ValueError(f"no metric starting with {cfg.metric_prefix!r} in the selected runs")
+    paths, text = write_outputs(report, out_dir)
+    metrics = report_metrics(report)
+    tags = {
+        "graphssl.report.downstream": str(cfg.downstream),
+        "graphssl.report.group_by": ",".join(report.group_keys),
+        "graphssl.report.n_runs": str(report.n_runs),
+    }
+    if parent:
+        artifacts.log_folder(uri, str(parent), out_dir, "report")
+        artifacts.log_metrics_to(uri, str(parent), metrics)
+        artifacts.set_tags_on(uri, str(parent), tags)
+        where = f"parent run {parent}, artifacts under report/"
+    else:
+        assert experiment is not None
+        with RunTracker(
+            uri,
+            experiment,
+            run_name=str(cfg.run_name),
+            tags={artifacts.ROLE_TAG: "report", **tags},
+            artifact_location=settings["artifact_location"],
+        ) as tracker:
+            params = flatten(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+            tracker.log_params({k: v for k, v in params.items() if not k.startswith("paths.")})
+            tracker.log_metrics(metrics)
+            for p in paths:
+                tracker.log_artifact(p)
+            where = f"report run {tracker.run_id}"
+    print(text)
+    print(f"\n(logged to {where}; files in {out_dir})")
+    return report

@@ -1,0 +1,264 @@
+"""graphssl-compare and graphssl-report end to end on small synthetic MLflow stores.
+
+Runs are created directly with ``MlflowClient`` in the pre-migrated ``outputs_dir`` store, so no
+model is trained: compare gets 4 embedders that are noisy views of one latent (less noise = more
+informative = higher logged accuracy); report gets a sweep with planted correlations.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig
+
+from graphssl.compare import run_compare
+from graphssl.report import run_report
+from graphssl.utils import tensor_hash
+
+pytestmark = pytest.mark.integration
+
+CONF = Path(__file__).resolve().parents[2] / "conf_analysis"
+SEEN = (1, 3, 5, 8)  # embedder k sees the first SEEN[k] of 8 latent dims; accuracy rises with k
+FAST = [
+    "emir.n_epochs=5",
+    "emir.n_epochs_marg=5",
+    "emir.lr=1e-2",
+    "emir.margin_lr=1e-2",
+    "cross_encoder.epochs=1",
+    "cross_encoder.hidden=32",
+    "cross_encoder.batch_size=64",
+    "progress=false",
+]
+
+
+def _client(outputs: Path) -> MlflowClient:
+    return MlflowClient(tracking_uri=f"sqlite:///{outputs / 'mlflow.db'}")
+
+
+def _experiment(client: MlflowClient, outputs: Path, name: str = "graphssl") -> str:
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return str(exp.experiment_id)
+    return str(client.create_experiment(name, artifact_location=(outputs / "mlartifacts").as_uri()))
+
+
+def _log_embedder(
+    client: MlflowClient,
+    exp_id: str,
+    tmp: Path,
+    name: str,
+    z: torch.Tensor,
+    ids: torch.Tensor,
+    acc: float,
+    parent: str | None = None,
+) -> str:
+    tags = {"mlflow.parentRunId": parent} if parent else {}
+    run = client.create_run(exp_id, run_name=name, tags=tags)
+    rid = run.info.run_id
+    path = tmp / rid / "embeddings.pt"
+    path.parent.mkdir(parents=True)
+    torch.save({"embeddings": z, "ids": ids, "labels": None, "sha256": tensor_hash(z)}, path)
+    client.log_artifact(rid, str(path))
+    client.log_metric(rid, "probe/logreg/test_acc", acc)
+    client.log_param(rid, "dataset.name", "synthetic")
+    client.set_terminated(rid, "FINISHED")
+    return rid
+
+
+def _embedder_sweep(outputs: Path, tmp: Path, n: int = 600) -> tuple[str, list[str]]:
+    """A sweep parent with 4 children: noisy 8-d linear views of more and more of one latent."""
+    client = _client(outputs)
+    exp_id = _experiment(client, outputs)
+    parent = client.create_run(exp_id, run_name="sweep", tags={"graphssl.role": "sweep"})
+    gen = torch.Generator().manual_seed(0)
+    latent = torch.randn(n, 8, generator=gen)
+    ids = torch.arange(n)
+    run_ids = []
+    for k, m in enumerate(SEEN):
+        z = latent[:, :m] @ torch.randn(m, 8, generator=gen) + 0.3 * torch.randn(
+            n, 8, generator=gen
+        )
+        perm = torch.randperm(n, generator=gen)  # rows in a different order per run: align on ids
+        run_ids.append(
+            _log_embedder(
+                client,
+                exp_id,
+                tmp,
+                f"emb{k}",
+                z[perm],
+                ids[perm],
+                0.5 + 0.1 * k,
+                parent.info.run_id,
+            )
+        )
+    client.set_terminated(parent.info.run_id, "FINISHED")
+    return parent.info.run_id, run_ids
+
+
+def _cfg(name: str, outputs: Path, tmp: Path, *overrides: str) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(
+            config_name=name,
+            overrides=[f"paths.outputs_dir={outputs}", f"output_dir={tmp / 'out'}", *overrides],
+        )
+
+
+@pytest.fixture
+def local_store(monkeypatch: pytest.MonkeyPatch, outputs_dir: Path) -> Iterator[Path]:
+    """The ``outputs_dir`` store as the default one; one torch thread (tiny matrices on a
+    shared 2-core machine) restored afterwards."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield outputs_dir
+    torch.set_num_threads(threads)
+
+
+def test_compare_ranks_informative_embedders_first(local_store: Path, tmp_path: Path) -> None:
+    parent, run_ids = _embedder_sweep(local_store, tmp_path)
+    result = run_compare(_cfg("compare", local_store, tmp_path, f"parent_run_id={parent}", *FAST))
+    assert result.names == ["emb0", "emb1", "emb2", "emb3"]
+    assert result.correlations["emir/spearman_informativeness"] > 0.5
+    assert result.informativeness["emb3"] > result.informativeness["emb0"]
+    client = _client(local_store)
+    run = client.get_run(result.run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["graphssl.role"] == "compare"
+    assert run.data.tags["graphssl.compare.input_run_ids"] == ",".join(run_ids)
+    metrics = run.data.metrics
+    for key in (
+        "emir/informativeness/emb3",
+        "emir/spearman_informativeness",
+        "emir/kendall_informativeness",
+        "emir/spearman_cross_encoder",
+        "emir/cross_encoder/emb0",
+    ):
+        assert key in metrics, key
+    logged = {a.path for a in client.list_artifacts(result.run_id)}
+    assert {"matrix.csv", "ranking.csv", "heatmap.png", "graph.png"} <= logged
+    rows = list(csv.reader((tmp_path / "out" / "matrix.csv").open()))
+    assert rows[0][1:] == result.names and len(rows) == 5
+    assert rows[1][1] == ""  # diagonal left empty
+
+
+def test_compare_row_mismatch_fails_clearly(local_store: Path, tmp_path: Path) -> None:
+    client = _client(local_store)
+    exp_id = _experiment(client, local_store)
+    a = _log_embedder(client, exp_id, tmp_path, "full", torch.randn(50, 4), torch.arange(50), 0.7)
+    b = _log_embedder(client, exp_id, tmp_path, "half", torch.randn(40, 4), torch.arange(40), 0.6)
+    with pytest.raises(
+        ValueError,
+        match=r"row mismatch: 'full' \(run .*\) has 50 rows but "
+        r"'half' \(run .*\) has 40",
+    ):
+        run_compare(_cfg("compare", local_store, tmp_path, f"run_ids=[{a},{b}]", *FAST))
+    failed = client.search_runs([exp_id], filter_string="tags.`graphssl.role` = 'compare'")
+    assert [r.info.status for r in failed] == ["FAILED"]
+    assert "row mismatch" in failed[0].data.tags["error"]
+
+
+def test_compare_needs_runs_and_embeddings(local_store: Path, tmp_path: Path) -> None:
+    client = _client(local_store)
+    exp_id = _experiment(client, local_store)
+    with pytest.raises(ValueError, match="no runs selected"):
+        run_compare(_cfg("compare", local_store, tmp_path, "experiment=graphssl", *FAST))
+    bare = client.create_run(exp_id, run_name="no-embeddings").info.run_id
+    client.set_terminated(bare, "FINISHED")
+    with pytest.raises(FileNotFoundError, match=r"has no embeddings\.pt"):
+        run_compare(_cfg("compare", local_store, tmp_path, "experiment=graphssl", *FAST))
+    one = _log_embedder(client, exp_id, tmp_path, "one", torch.randn(30, 3), torch.arange(30), 0.5)
+    with pytest.raises(ValueError, match="at least 2 embedders"):
+        run_compare(_cfg("compare", local_store, tmp_path, f"run_ids=[{one}]", *FAST))
+    compares = client.search_runs([exp_id], filter_string="tags.`graphssl.role` = 'compare'")
+    assert sorted(r.info.status for r in compares) == ["FAILED"] * 3
+
+
+def _planted_sweep(outputs: Path, n: int = 8) -> tuple[str, list[float]]:
+    """A sweep parent with ``n`` children on two datasets: ``diag/a`` ~ accuracy,
+    ``diag/b`` = -accuracy, ``diag/c`` random, ``diag/const`` constant."""
+    client = _client(outputs)
+    exp_id = _experiment(client, outputs)
+    parent = client.create_run(exp_id, run_name="sweep", tags={"graphssl.role": "sweep"})
+    gen = torch.Generator().manual_seed(1)
+    accs = []
+    for i in range(n):
+        acc = 0.5 + 0.05 * i
+        accs.append(acc)
+        rid = client.create_run(
+            exp_id, run_name=f"job{i}", tags={"mlflow.parentRunId": parent.info.run_id}
+        ).info.run_id
+        client.log_param(rid, "dataset.name", "cora" if i % 2 else "citeseer")
+        for key, value in {
+            "probe/logreg/test_acc": acc,
+            "diag/a": acc + 0.001 * float(torch.randn(1, generator=gen)),
+            "diag/b": -acc,
+            "diag/c": float(torch.rand(1, generator=gen)),
+            "diag/const": 3.0,
+        }.items():
+            client.log_metric(rid, key, value)
+        client.set_terminated(rid, "FINISHED")
+    client.set_terminated(parent.info.run_id, "FINISHED")
+    return parent.info.run_id, accs
+
+
+def test_report_recovers_planted_correlations(local_store: Path, tmp_path: Path) -> None:
+    parent, _ = _planted_sweep(local_store)
+    report = run_report(_cfg("report", local_store, tmp_path, f"parent_run_id={parent}"))
+    assert report.group_keys == ["params.dataset.name"]  # no run has dataset.corruption
+    assert report.groups == ["citeseer", "cora"] and report.n_runs == 8
+    for group in report.groups:
+        assert report.cell(group, "diag/a") == pytest.approx(1.0)
+        assert report.cell(group, "diag/b") == pytest.approx(-1.0)
+        assert report.cell(group, "diag/a", "kendall") == pytest.approx(1.0)
+        assert abs(report.cell(group, "diag/c")) <= 1.0
+        assert report.cell(group, "diag/const") != report.cell(group, "diag/const")  # NaN
+    rows, cols, vals = report.table4()
+    assert rows == ["mean"] and vals[0, cols.index("diag/b")] == pytest.approx(-1.0)
+    client = _client(local_store)
+    logged = {a.path for a in client.list_artifacts(parent, "report")}
+    assert {
+        "report/table3_spearman.csv",
+        "report/table4_spearman.csv",
+        "report/report.md",
+        "report/scatter.png",
+        "report/correlations.csv",
+    } <= logged
+    metrics = client.get_run(parent).data.metrics
+    assert metrics["report/spearman/diag/a/cora"] == pytest.approx(1.0)
+    assert metrics["report/mean_spearman/diag/b"] == pytest.approx(-1.0)
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "diag/const" in md and "constant" in md  # NaN cell explained
+
+
+def test_report_cli_logs_a_report_run(local_store: Path, cli_env: dict[str, str]) -> None:
+    _planted_sweep(local_store)
+    exe = Path(sys.executable).with_name("graphssl-report")
+    cmd = (
+        [str(exe)]
+        if exe.exists()
+        else [sys.executable, "-c", "from graphssl.cli_compare import report_main; report_main()"]
+    )
+    res = subprocess.run(
+        [*cmd, "experiment=graphssl", "group_by=[]"],
+        env=cli_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "| diag/b | -1.00 |" in res.stdout  # Table 3, one group "all"
+    client = _client(local_store)
+    exp_id = _experiment(client, local_store)
+    runs = client.search_runs([exp_id], filter_string="tags.`graphssl.role` = 'report'")
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    assert runs[0].data.metrics["report/spearman/diag/b/all"] == pytest.approx(-1.0)
+    assert "scatter.png" in {a.path for a in client.list_artifacts(runs[0].info.run_id)}

@@ -1,0 +1,108 @@
+"""DeepWalk/node2vec (gradient-free) and the sub-encoder choice of GraphDINO."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphssl.data.node import SBMDataModule
+from graphssl.evaluation.extraction import extract_embeddings
+from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.methods.deepwalk import DeepWalk
+from graphssl.methods.graph_dino import GraphDINO
+from graphssl.models.encoders import GCNEncoder
+from graphssl.training.trainer import Trainer
+from graphssl.utils import seed_everything
+
+
+@pytest.fixture(scope="module")
+def sbm() -> SBMDataModule:
+    dm = SBMDataModule(num_blocks=2, block_size=100, p_in=0.1, p_out=0.01, seed=0)
+    dm.setup()
+    return dm
+
+
+def small_deepwalk(**kwargs: float) -> DeepWalk:
+    return DeepWalk(embedding_dim=32, walk_length=20, walks_per_node=10, window=5, **kwargs)
+
+
+def probe(z: torch.Tensor, dm: SBMDataModule) -> float:
+    split = dm.splits()[0]
+    y = dm.labels
+    assert y is not None
+    res = LogRegEvaluator(weight_decay=[1e-2, 1e-4]).evaluate(
+        z, y, split.train, split.val, split.test
+    )
+    return float(res["test_acc"])
+
+
+def test_deepwalk_separates_two_communities(sbm: SBMDataModule) -> None:
+    method = small_deepwalk()
+    assert method.configure_optimizer() is None and not method.supports_mini_batch
+    result = Trainer(epochs=5, progress=False).fit(method, sbm)
+    assert len(result.epochs) == 1  # one summary "epoch": the gradient-free fit
+    assert result.epochs[0].metrics["num_walks"] == 200 * 10
+    z, _ = extract_embeddings(method, sbm)
+    assert z.shape == (200, 32) and torch.isfinite(z).all()
+    assert probe(z, sbm) > 0.9
+
+
+def test_deepwalk_is_reproducible(sbm: SBMDataModule) -> None:
+    def once() -> torch.Tensor:
+        method = small_deepwalk(seed=3)
+        Trainer(progress=False).fit(method, sbm)
+        return extract_embeddings(method, sbm)[0]
+
+    assert torch.equal(once(), once())
+
+
+def test_node2vec_runs_and_encoder_source_works(sbm: SBMDataModule) -> None:
+    method = small_deepwalk(p=0.5, q=2.0)
+    Trainer(progress=False).fit(method, sbm)
+    z_auto, _ = extract_embeddings(method, sbm)
+    z_enc, _ = extract_embeddings(method, sbm, encoder_source="encoder")
+    assert torch.equal(z_auto, z_enc)
+    assert probe(z_auto, sbm) > 0.8
+    # mini-batch extraction: rows batch.n_id (auto) and node ids put in x by prepare() (encoder)
+    z_mb, _ = extract_embeddings(method, sbm, mini_batch=True, num_neighbors=[2])
+    z_mb_enc, _ = extract_embeddings(
+        method, sbm, encoder_source="encoder", mini_batch=True, num_neighbors=[2]
+    )
+    assert torch.equal(z_mb, z_auto) and torch.equal(z_mb_enc, z_auto)
+
+
+def test_deepwalk_before_fit_and_state_dict(sbm: SBMDataModule) -> None:
+    method = small_deepwalk()
+    with pytest.raises(RuntimeError, match="not fitted"):
+        extract_embeddings(method, sbm)
+    with pytest.raises(RuntimeError, match="without gradients"):
+        method.loss(sbm.data)
+    Trainer(progress=False).fit(method, sbm)
+    fresh = small_deepwalk()
+    fresh.load_state_dict(method.state_dict())  # the table's size comes from the state
+    assert torch.equal(extract_embeddings(fresh, sbm)[0], extract_embeddings(method, sbm)[0])
+
+
+def test_graph_dino_teacher_and_student_differ(sbm: SBMDataModule) -> None:
+    seed_everything(0)
+    method = GraphDINO(
+        GCNEncoder(sbm.num_features, 32, 2),
+        optimizer=_adam,
+        num_prototypes=64,
+        head_hidden=64,
+        bottleneck=16,
+        momentum=0.9,
+    )
+    assert set(method.encoders()) == {"teacher", "student"}
+    Trainer(epochs=5, progress=False).fit(method, sbm)
+    z_auto, _ = extract_embeddings(method, sbm)
+    z_teacher, _ = extract_embeddings(method, sbm, encoder_source="teacher")
+    z_student, _ = extract_embeddings(method, sbm, encoder_source="student")
+    assert torch.equal(z_auto, z_teacher), "forward() evaluates with the teacher"
+    assert z_student.shape == z_teacher.shape == (200, 32)
+    assert not torch.allclose(z_student, z_teacher)
+    assert probe(z_teacher, sbm) > 0.5 and probe(z_student, sbm) > 0.5
+
+
+def _adam(params: object) -> torch.optim.Optimizer:
+    return torch.optim.Adam(params, lr=1e-3)  # type: ignore[arg-type]

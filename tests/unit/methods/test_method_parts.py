@@ -1,0 +1,101 @@
+"""Known answers for the pieces of CCA-SSG, GraphMAE, AFGRL and GraphDINO (no training)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from graphssl.methods.afgrl import afgrl_positives, kmeans
+from graphssl.methods.cca_ssg import cca_ssg_loss, standardize
+from graphssl.methods.graph_dino import DINOHead, dino_loss
+from graphssl.methods.graphmae import GraphMAE, cosine_lr_factor, scaled_cosine_error
+from graphssl.models.encoders import GCNEncoder
+
+
+def test_cca_ssg_loss_known_answers() -> None:
+    torch.manual_seed(0)
+    z = standardize(torch.randn(500, 4))
+    loss, inv, dec = cca_ssg_loss(z, z, lambd=0.5)
+    # identical views: invariance = -sum of variances (N-1)/N per column
+    assert math.isclose(inv.item(), -4 * 499 / 500, rel_tol=1e-5)
+    c = z.t() @ z / 500
+    assert math.isclose(dec.item(), 2 * (torch.eye(4) - c).pow(2).sum().item(), rel_tol=1e-5)
+    assert math.isclose(loss.item(), inv.item() + 0.5 * dec.item(), rel_tol=1e-6)
+    # standardized columns: zero mean, unit (unbiased) std
+    assert torch.allclose(z.mean(0), torch.zeros(4), atol=1e-6)
+    assert torch.allclose(z.std(0), torch.ones(4), atol=1e-4)
+
+
+def test_scaled_cosine_error() -> None:
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    assert scaled_cosine_error(2 * x, x, gamma=3).item() == 0.0
+    # orthogonal rows: (1 - 0)^γ = 1; opposite rows: 2^γ
+    assert math.isclose(scaled_cosine_error(x.flip(1), x, gamma=2).item(), 1.0)
+    assert math.isclose(scaled_cosine_error(-x, x, gamma=2).item(), 4.0)
+    assert cosine_lr_factor(0, 10) == 1.0 and abs(cosine_lr_factor(10, 10)) < 1e-12
+    assert math.isclose(cosine_lr_factor(5, 10), 0.5)
+
+
+def test_graphmae_masking_counts_and_lr_schedule() -> None:
+    torch.manual_seed(0)
+    enc = GCNEncoder(8, 16, 2)
+    method = GraphMAE(
+        enc,
+        optimizer=lambda p: torch.optim.Adam(p, lr=0.1),
+        mask_rate=0.5,
+        replace_rate=0.2,
+        cosine_lr=True,
+    )
+    with torch.no_grad():
+        method.mask_token.fill_(7.0)
+    x = torch.randn(100, 8)
+    out, masked = method.mask_features(x)
+    assert masked.numel() == 50 and masked.unique().numel() == 50
+    is_token = (out == 7.0).all(dim=1)
+    assert int(is_token.sum()) == 40  # 50 masked, 10 of them replaced by other nodes' features
+    unmasked = torch.ones(100, dtype=torch.bool)
+    unmasked[masked] = False
+    assert torch.equal(out[unmasked], x[unmasked])
+    opt = method.configure_optimizer()
+    assert opt is not None
+    method.on_after_optimizer_step(5, 10)
+    assert math.isclose(opt.param_groups[0]["lr"], 0.05)
+
+
+def test_kmeans_finds_two_blobs() -> None:
+    torch.manual_seed(0)
+    x = torch.cat([torch.randn(50, 2) * 0.1, torch.randn(50, 2) * 0.1 + 5])
+    labels = kmeans(x, 2, iters=20)
+    assert labels[:50].unique().numel() == 1 and labels[50:].unique().numel() == 1
+    assert labels[0] != labels[50]
+    assert kmeans(x, 500).max() < 100  # clusters capped at the number of rows
+
+
+def test_afgrl_positives_local_and_global() -> None:
+    # 4 nodes: 0 and 1 are adjacent and close; 2 is close to 0 but not adjacent and in another
+    # cluster (num_clusters = N puts every node alone); 3 is far away
+    emb = torch.tensor([[1.0, 0.0], [0.99, 0.1], [0.98, -0.1], [-1.0, 0.0]])
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    pairs = afgrl_positives(emb, emb, edge_index, top_k=3, num_clusters=4, num_kmeans=1)
+    got = {tuple(p) for p in pairs.t().tolist()}
+    assert {(0, 0), (1, 1), (2, 2), (3, 3), (0, 1), (1, 0)} <= got
+    assert (0, 2) not in got and (2, 0) not in got
+    # one cluster for everything: every kNN candidate becomes a (global) positive
+    pairs = afgrl_positives(emb, emb, edge_index, top_k=3, num_clusters=1, num_kmeans=1)
+    assert pairs.size(1) == 4 * 3
+
+
+def test_dino_loss_and_head() -> None:
+    torch.manual_seed(0)
+    head = DINOHead(8, 16, 4, num_prototypes=10)
+    scores = head(torch.randn(5, 8))
+    assert scores.shape == (5, 10) and scores.abs().max() <= 1 + 1e-6
+    s1, s2 = torch.randn(5, 10), torch.randn(5, 10)
+    q1, q2 = F.softmax(torch.randn(5, 10), -1), F.softmax(torch.randn(5, 10), -1)
+    expected = 0.5 * (
+        -(q1 * F.log_softmax(s2 / 0.1, -1)).sum(-1).mean()
+        - (q2 * F.log_softmax(s1 / 0.1, -1)).sum(-1).mean()
+    )
+    assert torch.allclose(dino_loss([s1, s2], [q1, q2], 0.1), expected)

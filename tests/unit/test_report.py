@@ -1,0 +1,84 @@
+"""graphssl.report.correlation_table and the correlation helper on plain run records."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from graphssl.compare import correlation
+from graphssl.report import correlation_table, markdown_table
+from graphssl.tracking.artifacts import RunRecord
+
+
+def _run(i: int, acc: float, params: dict[str, str] | None = None, **diags: float) -> RunRecord:
+    """A finished run with the downstream accuracy and ``diag/<name>`` metrics."""
+    metrics = {"probe/logreg/test_acc": acc, **{f"diag/{k}": v for k, v in diags.items()}}
+    return RunRecord(f"r{i}", f"job{i}", "0", "FINISHED", dict(params or {}), metrics, {})
+
+
+def test_correlation_matches_scipy_docs_example() -> None:
+    rho, tau, n, note = correlation([1, 2, 3, 4, 5], [5, 6, 7, 8, 7])
+    assert rho == pytest.approx(0.820783, abs=1e-6)  # metrics-spec §11.4
+    assert n == 5 and note == "" and -1 <= tau <= 1
+
+
+def test_correlation_constant_and_short_inputs_are_nan_with_note() -> None:
+    rho, tau, _, note = correlation([1, 1, 1, 1], [1, 2, 3, 4])
+    assert math.isnan(rho) and math.isnan(tau) and "constant" in note
+    rho, _, n, note = correlation([1, 2, float("nan")], [1, 2, 3])
+    assert math.isnan(rho) and n == 2 and "need at least 3" in note
+
+
+def test_table3_and_table4_shapes_with_dataset_and_corruption() -> None:
+    runs = []
+    for ds in ("cora", "citeseer"):
+        for corruption, sign in (("naive", 1.0), ("connected", -1.0)):
+            for k in range(5):
+                acc = 0.5 + 0.1 * k
+                params = {"dataset.name": ds, "dataset.corruption": corruption}
+                runs.append(_run(len(runs), acc, params, rankme=sign * acc, alpha=float(k % 2)))
+    report = correlation_table(runs)
+    assert report.group_keys == ["params.dataset.name", "params.dataset.corruption"]
+    assert report.groups == [
+        "citeseer / connected",
+        "citeseer / naive",
+        "cora / connected",
+        "cora / naive",
+    ]
+    rows, _, vals = report.table3()
+    assert rows == ["diag/alpha", "diag/rankme"] and vals.shape == (2, 4)
+    np.testing.assert_allclose(vals[1], [-1, 1, -1, 1])
+    rows4, cols4, vals4 = report.table4()
+    assert rows4 == ["connected", "naive"] and cols4 == ["diag/alpha", "diag/rankme"]
+    np.testing.assert_allclose(vals4[:, 1], [-1, 1])
+    text = markdown_table(rows4, cols4, vals4)
+    assert "| naive |" in text and "+1.00" in text
+
+
+def test_no_group_keys_gives_one_group_and_skips_runs_without_downstream() -> None:
+    runs = [_run(i, 0.1 * i, x=float(i)) for i in range(5)]
+    runs.append(RunRecord("r9", "nodown", "0", "FINISHED", {}, {"diag/x": 1.0}, {}))
+    report = correlation_table(runs, group_by=["params.dataset.name"])
+    assert report.group_keys == [] and report.groups == ["all"] and report.n_runs == 5
+    assert report.cell("all", "diag/x") == pytest.approx(1.0)
+    rows4, _, vals4 = report.table4()
+    assert rows4 == ["mean"] and vals4[0, 0] == pytest.approx(1.0)
+
+
+def test_any_downstream_metric_name_works() -> None:
+    runs = [
+        RunRecord(
+            f"r{i}",
+            "",
+            "0",
+            "FINISHED",
+            {},
+            {"supervised/test_acc": 0.1 * i, "diag/nesum": -float(i)},
+            {},
+        )
+        for i in range(4)
+    ]
+    report = correlation_table(runs, downstream="supervised/test_acc")
+    assert report.cell("all", "diag/nesum") == pytest.approx(-1.0)

@@ -1,0 +1,56 @@
+"""Tracking helpers: flattening, secret masking, URIs, and run status on success/failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graphssl.tracking import mlflow_store
+from graphssl.tracking.run import RunTracker
+
+
+def test_flatten_nested_config() -> None:
+    flat = mlflow_store.flatten({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": None})
+    assert flat == {"a.b": 1, "a.c.d": [1, 2], "e": None}
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["logger.password", "db.token", "aws.secret_access", "api_key", "service.key", "x.API-KEY"],
+)
+def test_secret_looking_values_are_masked(key: str) -> None:
+    assert mlflow_store.safe_params({key: "hunter2"})[key] == "***"
+
+
+def test_ordinary_values_are_kept_and_long_ones_cut() -> None:
+    out = mlflow_store.safe_params(
+        {"trainer.epochs": 3, "monkey": "x", "keyboard": "y", "long": "z" * 7000}
+    )
+    assert out["trainer.epochs"] == "3" and out["monkey"] == "x" and out["keyboard"] == "y"
+    assert len(out["long"]) == mlflow_store.MAX_PARAM_CHARS and out["long"].endswith("...")
+
+
+def test_default_uri_is_absolute_sqlite(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = mlflow_store.resolve_tracking_uri(None, tmp_path / "out")
+    assert uri == f"sqlite:///{(tmp_path / 'out').absolute()}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    assert mlflow_store.resolve_tracking_uri(None, tmp_path) == "http://127.0.0.1:5000"
+    assert mlflow_store.resolve_tracking_uri("sqlite:////x.db", tmp_path) == "sqlite:////x.db"
+
+
+def test_run_status_follows_the_block(outputs_dir: Path) -> None:
+    uri = f"sqlite:///{outputs_dir / 'mlflow.db'}"
+    with RunTracker(uri, "unit") as ok:
+        ok.log_params({"a.password": "s3cret", "a.b": 1})
+        ok.log_metrics({"probe/x/test_acc": 0.5})
+    with pytest.raises(RuntimeError), RunTracker(uri, "unit") as bad:
+        raise RuntimeError("boom")
+    client = ok.client
+    good_run, bad_run = client.get_run(ok.run_id), client.get_run(bad.run_id)
+    assert good_run.info.status == "FINISHED"
+    assert good_run.data.params == {"a.password": "***", "a.b": "1"}
+    assert bad_run.info.status == "FAILED"
+    assert bad_run.data.tags["error"] == "RuntimeError: boom"
+    assert "error.txt" in {a.path for a in client.list_artifacts(bad.run_id)}

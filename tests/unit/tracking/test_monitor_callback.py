@@ -1,0 +1,98 @@
+"""The diagnostics callback: ``diag/*`` at the scheduled epochs, one collapse tag (issue 7)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from graphssl.evaluation.monitor import DiagnosticsMonitor
+from graphssl.tracking.monitor import COLLAPSE_TAG, DiagnosticsCallback
+from graphssl.training.trainer import EpochResult
+
+
+class Table(nn.Module):
+    def __init__(self, z: Tensor) -> None:
+        super().__init__()
+        self.z = z
+
+    def forward(self) -> Tensor:
+        return self.z
+
+
+def embed(model: nn.Module) -> Tensor:
+    return model()
+
+
+class FakeTracker:
+    def __init__(self) -> None:
+        self.metrics: list[tuple[dict[str, float], int]] = []
+        self.tags: list[dict[str, Any]] = []
+
+    def log_metrics(self, metrics: dict[str, float], step: int = 0) -> None:
+        self.metrics.append((dict(metrics), step))
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        self.tags.append(dict(tags))
+
+
+def _epochs(cb: DiagnosticsCallback, model: nn.Module, n: int) -> None:
+    for e in range(n):
+        cb.on_epoch_end(None, model, EpochResult(e, {"loss": 1.0}, 0.0))  # type: ignore[arg-type]
+
+
+def healthy() -> Tensor:
+    return torch.randn(200, 16, generator=torch.Generator().manual_seed(0))
+
+
+def collapsed() -> Tensor:
+    g = torch.Generator().manual_seed(0)
+    direction = torch.randn(16, generator=g)
+    return torch.ones(200, 16) + 0.1 * torch.randn(200, 1, generator=g) * direction
+
+
+def test_logs_diag_metrics_every_k_epochs() -> None:
+    tracker = FakeTracker()
+    cb = DiagnosticsCallback(DiagnosticsMonitor(embed, every=3, subset=64), tracker)  # type: ignore[arg-type]
+    _epochs(cb, Table(healthy()), 8)
+    assert [step for _, step in tracker.metrics] == [0, 3, 6]
+    keys = set(tracker.metrics[0][0])
+    assert {
+        "diag/rankme",
+        "diag/rankme_normalized",
+        "diag/stable_rank",
+        "diag/coherence",
+        "diag/self_cluster",
+    } <= keys
+    assert tracker.tags == [] and cb.alarm is None
+
+
+def test_off_when_every_is_none() -> None:
+    tracker = FakeTracker()
+    cb = DiagnosticsCallback(DiagnosticsMonitor(embed, every=None), tracker)  # type: ignore[arg-type]
+    _epochs(cb, Table(healthy()), 4)
+    assert tracker.metrics == []
+
+
+def test_collapse_alarm_tag_is_set_once() -> None:
+    tracker = FakeTracker()
+    cb = DiagnosticsCallback(DiagnosticsMonitor(embed, every=1), tracker)  # type: ignore[arg-type]
+    _epochs(cb, Table(collapsed()), 3)
+    assert len(tracker.metrics) == 3
+    assert len(tracker.tags) == 1
+    assert tracker.tags[0][COLLAPSE_TAG].startswith("epoch 0: rankme*=")
+
+
+def test_alarm_reaches_mlflow(outputs_dir: Path) -> None:
+    from graphssl.tracking.run import RunTracker
+
+    uri = f"sqlite:///{outputs_dir / 'mlflow.db'}"
+    with RunTracker(uri, "monitor-test", run_name="collapse") as tracker:
+        cb = DiagnosticsCallback(DiagnosticsMonitor(embed, every=2), tracker)
+        _epochs(cb, Table(collapsed()), 5)
+    run = tracker.client.get_run(tracker.run_id)
+    assert run.data.tags[COLLAPSE_TAG].startswith("epoch 0:")
+    history = tracker.client.get_metric_history(tracker.run_id, "diag/stable_rank")
+    assert sorted(m.step for m in history) == [0, 2, 4]
