@@ -45,6 +45,10 @@ class RunTracker:
     ) -> None:
         self.tracking_uri = tracking_uri
         self.client = mlflow_store.client(tracking_uri)
+        if artifact_location is None and tracking_uri.startswith("sqlite:///"):
+            # beside the store, never MLflow's cwd-relative ./mlruns default
+            store_dir = Path(tracking_uri[len("sqlite:///") :]).parent
+            artifact_location = mlflow_store.default_artifact_location(tracking_uri, store_dir)
         self.experiment_id = mlflow_store.ensure_experiment(
             self.client, experiment_name, artifact_location
         )
