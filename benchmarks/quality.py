@@ -14,7 +14,8 @@ Usage::
     python benchmarks/quality.py --methods graphmae --datasets cora --seeds 1 --epochs-scale 0.1
 
 ``--epochs-scale`` multiplies every run's ``trainer.epochs`` (rounded, at least 1) for quick
-runs; the table shows the epochs actually trained. Real data comes from ``$GRAPHSSL_DATA_DIR``
+runs; the table shows the epochs actually trained (``train/epochs``: one for the
+gradient-free DeepWalk/node2vec fit). Real data comes from ``$GRAPHSSL_DATA_DIR``
 (default: ``../shared/data`` beside the repository).
 """
 
@@ -95,7 +96,9 @@ def run_one(
             f"{method} on {dataset} (seed {seed}) logged no {METRIC!r}; got "
             f"{sorted(k for k in metrics if k.startswith('probe/'))}"
         )
-    return 100.0 * float(metrics[METRIC]), epochs, seconds
+    # epochs trained (early stopping may end sooner; a gradient-free fit logs one)
+    trained = int(metrics.get("train/epochs", epochs))
+    return 100.0 * float(metrics[METRIC]), trained, seconds
 
 
 def fmt(values: list[float]) -> str:
