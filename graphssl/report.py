@@ -134,7 +134,7 @@ def _present(runs: Sequence[RunRecord], keys: Sequence[str]) -> list[str]:
 def correlation_table(
     runs: Sequence[RunRecord],
     downstream: str = "probe/logreg/test_acc",
-    group_by: Sequence[str] = ("params.dataset.name", "params.dataset.corruption"),
+    group_by: Sequence[str] = ("params.dataset.name", "params.dataset.corruption._target_"),
     metric_prefix: str = "diag/",
     metrics: Sequence[str] | None = None,
     exclude: Sequence[str] = (),

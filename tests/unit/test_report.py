@@ -37,10 +37,10 @@ def test_table3_and_table4_shapes_with_dataset_and_corruption() -> None:
         for corruption, sign in (("naive", 1.0), ("connected", -1.0)):
             for k in range(5):
                 acc = 0.5 + 0.1 * k
-                params = {"dataset.name": ds, "dataset.corruption": corruption}
+                params = {"dataset.name": ds, "dataset.corruption._target_": corruption}
                 runs.append(_run(len(runs), acc, params, rankme=sign * acc, alpha=float(k % 2)))
     report = correlation_table(runs)
-    assert report.group_keys == ["params.dataset.name", "params.dataset.corruption"]
+    assert report.group_keys == ["params.dataset.name", "params.dataset.corruption._target_"]
     assert report.groups == [
         "citeseer / connected",
         "citeseer / naive",
