@@ -70,6 +70,9 @@ class GraphMAE(SSLMethod):
         decoder: ``"gat"`` (one attention head) or ``"gcn"``, one layer (default: ``"gat"``).
         cosine_lr: anneal every learning rate along ``(1 + cos(π t / T)) / 2`` over the training
             steps, as the paper's code does (default: ``False``).
+        feat_drop: dropout on the encoder's input (the corrupted features) and on the decoder's
+            input during training, the paper's ``in_drop`` at the first and the decoding layer;
+            the encoder's own ``dropout`` covers the layers between (default: ``0.0``).
     """
 
     def __init__(
@@ -81,6 +84,7 @@ class GraphMAE(SSLMethod):
         gamma: float = 3.0,
         decoder: Literal["gat", "gcn"] = "gat",
         cosine_lr: bool = False,
+        feat_drop: float = 0.0,
     ) -> None:
         super().__init__(optimizer)
         if not 0.0 < mask_rate < 1.0:
@@ -105,6 +109,9 @@ class GraphMAE(SSLMethod):
         self.replace_rate = replace_rate
         self.gamma = gamma
         self.cosine_lr = cosine_lr
+        if not 0.0 <= feat_drop < 1.0:
+            raise ValueError(f"feat_drop must be in [0, 1), got {feat_drop}")
+        self.feat_drop = feat_drop
         self._scheduled: list[tuple[dict, float]] = []
 
     def encoders(self) -> dict[str, nn.Module]:
@@ -140,8 +147,8 @@ class GraphMAE(SSLMethod):
     def loss(self, batch: Data) -> dict[str, Tensor]:
         x_masked, masked = self.mask_features(batch.x)
         corrupted = copy.copy(batch)
-        corrupted.x = x_masked
+        corrupted.x = F.dropout(x_masked, self.feat_drop, self.training)
         code = self.encoder_to_decoder(encode(self.encoder, corrupted))
         code = code.index_fill(0, masked, 0.0)  # re-mask
-        recon = self.decoder(code, batch.edge_index)
+        recon = self.decoder(F.dropout(code, self.feat_drop, self.training), batch.edge_index)
         return {"loss": scaled_cosine_error(recon[masked], batch.x[masked], self.gamma)}
