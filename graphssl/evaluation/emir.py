@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -109,6 +111,12 @@ class EMIRConfig:
         held_out_fraction: size of the held-out part when ``held_out`` (default: ``0.2``).
         seed: seeds initialisation, shuffling and the held-out split (default: ``0``).
         device: where the kernels are trained (default: ``"cpu"``).
+        n_jobs: worker processes of :func:`pairwise_information_sufficiency`, one target column
+            at a time each, ``cpu_count // n_jobs`` torch threads per worker; ``-1`` means one
+            per CPU core. The kernels train on minibatches of 64, where one single-threaded
+            process per core beats one process with many threads (benchmarks/bench_emir.py).
+            Every pair is seeded on its own, so the matrix does not depend on it
+            (default: ``1``, in this process).
     """
 
     batch_size: int = 64
@@ -131,8 +139,18 @@ class EMIRConfig:
     held_out_fraction: float = 0.2
     seed: int = 0
     device: str = "cpu"
+    n_jobs: int = 1
 
     def __post_init__(self) -> None:
+        if (
+            not isinstance(self.n_jobs, int)
+            or isinstance(self.n_jobs, bool)
+            or (self.n_jobs < 1 and self.n_jobs != -1)
+        ):
+            raise ValueError(
+                f"EMIRConfig.n_jobs must be a positive integer or -1 (all cores), got "
+                f"{self.n_jobs!r}"
+            )
         for name in ("batch_size", "marg_modes", "cond_modes", "n_epochs_stop"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -675,19 +693,73 @@ def _progress(items: Sequence[_T], enabled: bool, desc: str) -> Iterable[_T]:
     return tqdm(items, total=len(items), desc=desc, disable=not sys.stderr.isatty())
 
 
+def _target_column(
+    j: int,
+    names: Sequence[str],
+    prepared: Mapping[str, tuple[Tensor, int]],
+    config: EMIRConfig,
+) -> list[tuple[int, EMIRResult, float]]:
+    """``I_S(U -> names[j])`` for every other source: the target's marginal is fitted once.
+
+    Returns ``(source index, result, seconds)`` per source; the marginal's fitting time is
+    charged to the first source.
+    """
+    zs, dropped_z = prepared[names[j]]
+    train_idx, eval_idx = _split(zs.shape[0], config)
+    t0 = time.perf_counter()
+    marginal = _train_marginal(_take(zs, train_idx), config)  # once per target
+    h_z = _mean_nll_marginal(marginal, _take(zs, eval_idx))
+    out = []
+    for i, source in enumerate(names):
+        if i == j:
+            continue
+        us, dropped_u = prepared[source]
+        result = _information_sufficiency_prepared(us, zs, h_z, config, dropped_u, dropped_z)
+        out.append((i, result, time.perf_counter() - t0))
+        t0 = time.perf_counter()
+    return out
+
+
+_WORKER: dict[str, object] = {}
+
+
+def _init_worker(
+    names: Sequence[str], prepared: Mapping[str, tuple[Tensor, int]], config: EMIRConfig
+) -> None:
+    threads = max(1, (os.cpu_count() or 1) // _n_jobs(config.n_jobs, len(names)))
+    torch.set_num_threads(threads)
+    _WORKER.update(names=list(names), prepared=dict(prepared), config=config)
+
+
+def _worker_column(j: int) -> tuple[int, list[tuple[int, EMIRResult, float]]]:
+    names, prepared, config = _WORKER["names"], _WORKER["prepared"], _WORKER["config"]
+    return j, _target_column(j, names, prepared, config)  # type: ignore[arg-type]
+
+
+def _n_jobs(n_jobs: int, n_targets: int) -> int:
+    jobs = (os.cpu_count() or 1) if n_jobs == -1 else n_jobs
+    return max(1, min(jobs, n_targets))
+
+
 def pairwise_information_sufficiency(
     embeddings: Mapping[str, Tensor],
     config: EMIRConfig | None = None,
     progress: bool = True,
+    on_pair: Callable[[str, str, EMIRResult, float], None] | None = None,
 ) -> tuple[list[str], Tensor]:
     """``I_S(U -> Z) / d_Z`` for every ordered pair of embedders (spec §10.7).
 
-    Each target's marginal is fitted once and reused for all sources.
+    Each target's marginal is fitted once and reused for all sources. With
+    ``config.n_jobs > 1`` the targets' columns are computed in that many worker processes
+    (``spawn``); the values are the same as in one process, because every pair is seeded alone.
 
     Args:
         embeddings: ``{name: [N, d_name]}``, the same N inputs in the same order everywhere.
         config: estimator settings (default: :class:`EMIRConfig` ``()``).
         progress: show a tqdm bar over pairs (only when stderr is a terminal).
+        on_pair: called as ``on_pair(source, target, result, seconds)`` for every pair, in
+            this process, as results arrive (``seconds``: the pair's fit, plus the target's
+            marginal for its first source).
 
     Returns:
         ``(names, matrix)``: ``matrix[i, j] = I_S(names[i] -> names[j]) / d_{names[j]}``,
@@ -697,23 +769,38 @@ def pairwise_information_sufficiency(
     checked = _validate_embeddings(embeddings)
     names = list(checked)
     prepared = {name: _prepare(x, f"embeddings[{name!r}]", config) for name, x in checked.items()}
-    n = next(iter(prepared.values()))[0].shape[0]
-    train_idx, eval_idx = _split(n, config)
     matrix = torch.full((len(names), len(names)), float("nan"), dtype=torch.float64)
     n_pairs = len(names) * (len(names) - 1)
     bar = tqdm(total=n_pairs, desc="EMIR pairs", disable=not (progress and sys.stderr.isatty()))
-    for j, target in enumerate(names):
-        zs, dropped_z = prepared[target]
-        marginal = _train_marginal(_take(zs, train_idx), config)  # once per target
-        h_z = _mean_nll_marginal(marginal, _take(zs, eval_idx))
-        for i, source in enumerate(names):
-            if i == j:
-                continue
-            us, dropped_u = prepared[source]
-            result = _information_sufficiency_prepared(us, zs, h_z, config, dropped_u, dropped_z)
+
+    def collect(j: int, column: list[tuple[int, EMIRResult, float]]) -> None:
+        for i, result, seconds in column:
             matrix[i, j] = result.i_s_per_dim
+            if on_pair is not None:
+                on_pair(names[i], names[j], result, seconds)
             bar.update()
-    bar.close()
+
+    jobs = _n_jobs(config.n_jobs, len(names))
+    try:
+        if jobs == 1 or str(config.device) != "cpu":
+            for j in range(len(names)):
+                collect(j, _target_column(j, names, prepared, config))
+        else:
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            import torch.multiprocessing as mp
+
+            with ProcessPoolExecutor(
+                max_workers=jobs,
+                mp_context=mp.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(names, prepared, config),
+            ) as pool:
+                futures = [pool.submit(_worker_column, j) for j in range(len(names))]
+                for future in as_completed(futures):
+                    collect(*future.result())
+    finally:
+        bar.close()
     return names, matrix
 
 

@@ -13,7 +13,7 @@ from torch.optim import Optimizer
 from torch_geometric.data import Data
 
 from graphssl.methods.base import SSLMethod, encode
-from graphssl.models.random_walk import random_walks, skipgram_embeddings
+from graphssl.models.random_walk import random_walks, skipgram_fit
 
 
 class NodeEmbedding(nn.Module):
@@ -105,8 +105,8 @@ class DeepWalk(SSLMethod):
     with negative sampling on them with gensim (:func:`~graphssl.models.random_walk.
     skipgram_embeddings`); the trainer's optimisation loop is skipped. Node features are not
     used. ``forward`` returns the stored vectors: all rows for the full graph, rows ``batch.n_id``
-    for a ``NeighborLoader`` batch. gensim reports no loss, so the epoch logged for the fit has
-    ``loss = nan``.
+    for a ``NeighborLoader`` batch. The loss logged for the fit is gensim's negative-sampling
+    loss of the last skip-gram pass per walk token (``loss_first_pass``: of the first).
 
     Args:
         embedding_dim: vector size (default: ``128``).
@@ -187,7 +187,7 @@ class DeepWalk(SSLMethod):
             seed=self.seed,
         )
         t1 = time.perf_counter()
-        vectors = skipgram_embeddings(
+        vectors, losses = skipgram_fit(
             walks,
             num_nodes,
             dim=self.encoder.out_channels,
@@ -200,7 +200,8 @@ class DeepWalk(SSLMethod):
         t2 = time.perf_counter()
         self.encoder.set_weight(vectors)
         return {
-            "loss": math.nan,
+            "loss": losses[-1] if losses else math.nan,
+            "loss_first_pass": losses[0] if losses else math.nan,
             "seconds": t2 - t0,
             "walk_seconds": t1 - t0,
             "skipgram_seconds": t2 - t1,

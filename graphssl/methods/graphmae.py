@@ -73,6 +73,8 @@ class GraphMAE(SSLMethod):
         feat_drop: dropout on the encoder's input (the corrupted features) and on the decoder's
             input during training, the paper's ``in_drop`` at the first and the decoding layer;
             the encoder's own ``dropout`` covers the layers between (default: ``0.0``).
+        attn_drop: attention dropout of the GAT decoder, the paper's ``attn_drop`` (the GAT
+            encoder's is ``encoder.attn_dropout``) (default: ``0.0``).
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class GraphMAE(SSLMethod):
         decoder: Literal["gat", "gcn"] = "gat",
         cosine_lr: bool = False,
         feat_drop: float = 0.0,
+        attn_drop: float = 0.0,
     ) -> None:
         super().__init__(optimizer)
         if not 0.0 < mask_rate < 1.0:
@@ -100,7 +103,9 @@ class GraphMAE(SSLMethod):
         self.encoder_to_decoder = nn.Linear(dim, dim, bias=False)
         self.decoder: nn.Module
         if decoder == "gat":
-            self.decoder = GATConv(dim, in_dim, heads=1)
+            if not 0.0 <= attn_drop < 1.0:
+                raise ValueError(f"attn_drop must be in [0, 1), got {attn_drop}")
+            self.decoder = GATConv(dim, in_dim, heads=1, dropout=attn_drop)
         elif decoder == "gcn":
             self.decoder = GCNConv(dim, in_dim)
         else:

@@ -132,6 +132,8 @@ class GATEncoder(GNNEncoder):
 
     Args:
         heads: attention heads per layer; hidden layers concatenate them (default: ``4``).
+        attn_dropout: dropout on the attention coefficients of every layer. ``None`` keeps PyG's
+            ``GAT`` behaviour, which reuses ``dropout`` there (default: ``None``).
     """
 
     def __init__(
@@ -144,6 +146,7 @@ class GATEncoder(GNNEncoder):
         act: str = "prelu",
         norm: str | None = None,
         act_last: bool = False,
+        attn_dropout: float | None = None,
     ) -> None:
         super().__init__(hidden_channels, num_layers, act, act_last)
         if hidden_channels % heads:
@@ -159,6 +162,12 @@ class GATEncoder(GNNEncoder):
             norm=norm,
             heads=heads,
         )
+        if attn_dropout is not None:
+            if not 0.0 <= attn_dropout < 1.0:
+                raise ValueError(f"attn_dropout must be in [0, 1), got {attn_dropout}")
+            for conv in self.gnn.convs:
+                conv.dropout = attn_dropout  # GATConv's attention dropout (a float attribute)
+        self.attn_dropout = dropout if attn_dropout is None else attn_dropout
 
 
 class GINEncoder(GNNEncoder):

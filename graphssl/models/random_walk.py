@@ -14,6 +14,7 @@ implementation does.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -183,8 +184,28 @@ def skipgram_embeddings(
     workers: int = 1,
     seed: int = 0,
     min_count: int = 0,
+) -> tuple[Tensor, list[float]]:
+    """Skip-gram with negative sampling on walks (gensim ``Word2Vec``, ``sg=1``, ``hs=0``)."""
+    vectors, _ = skipgram_fit(
+        walks, num_nodes, dim, window, epochs, negative, workers, seed, min_count
+    )
+    return vectors
+
+
+def skipgram_fit(
+    walks: Tensor,
+    num_nodes: int,
+    dim: int = 128,
+    window: int = 10,
+    epochs: int = 1,
+    negative: int = 5,
+    workers: int = 1,
+    seed: int = 0,
+    min_count: int = 0,
 ) -> Tensor:
     """Skip-gram with negative sampling on walks (gensim ``Word2Vec``, ``sg=1``, ``hs=0``).
+
+    The vectors of :func:`skipgram_fit`, without its per-epoch losses.
 
     Each walk is a sentence whose tokens are the node ids as strings. gensim's other settings
     keep their defaults (learning rate 0.025 → 0.0001, frequent-token subsampling ``1e-3``).
@@ -203,8 +224,10 @@ def skipgram_embeddings(
         min_count: nodes occurring fewer times are ignored (default: ``0``, keep all).
 
     Returns:
-        ``[n, dim]`` float32 tensor, row ``v`` is node ``v``'s vector. Nodes that never occur in
-        ``walks`` (or occur fewer than ``min_count`` times) get **zero rows**.
+        ``[n, dim]`` float32 tensor, row ``v`` is node ``v``'s vector (nodes that never occur in
+        ``walks``, or occur fewer than ``min_count`` times, get **zero rows**), and the
+        negative-sampling loss of every pass (gensim's ``compute_loss``), divided by the number
+        of walk tokens so that it reads the same for any number of walks.
     """
     try:
         from gensim.models import Word2Vec
@@ -236,7 +259,8 @@ def skipgram_embeddings(
 
     out = torch.zeros(num_nodes, dim, dtype=torch.float32)
     if walks.numel() == 0:
-        return out
+        return out, []
+    losses = _EpochLosses()
     tokens = [str(v) for v in range(num_nodes)]  # one string object per node, shared by walks
     sentences = [[tokens[v] for v in walk] for walk in walks.cpu().tolist()]
     model = Word2Vec(
@@ -250,9 +274,32 @@ def skipgram_embeddings(
         workers=workers,
         seed=seed,
         epochs=epochs,
+        compute_loss=True,
+        callbacks=[losses],
     )
     if len(model.wv.index_to_key) == 0:
-        return out
+        return out, losses.per_epoch(walks.numel())
     index = torch.tensor([int(k) for k in model.wv.index_to_key], dtype=torch.long)
     out[index] = torch.from_numpy(model.wv.vectors.copy()).float()
-    return out
+    return out, losses.per_epoch(walks.numel())
+
+
+class _EpochLosses:
+    """gensim callback: the cumulative training loss at the end of every epoch."""
+
+    def __init__(self) -> None:
+        self.cumulative: list[float] = []
+
+    def on_epoch_begin(self, model: Any) -> None: ...
+
+    def on_epoch_end(self, model: Any) -> None:
+        self.cumulative.append(float(model.get_latest_training_loss()))
+
+    def on_train_begin(self, model: Any) -> None: ...
+
+    def on_train_end(self, model: Any) -> None: ...
+
+    def per_epoch(self, num_tokens: int) -> list[float]:
+        """Loss of each epoch (differences of the cumulative loss) per walk token."""
+        previous = [0.0, *self.cumulative[:-1]]
+        return [(c - p) / max(num_tokens, 1) for c, p in zip(self.cumulative, previous)]

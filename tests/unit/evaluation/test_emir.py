@@ -206,6 +206,31 @@ def test_pairwise_entry_matches_single_estimate() -> None:
     assert math.isclose(float(matrix[0, 1]), single.i_s_per_dim, rel_tol=1e-6, abs_tol=1e-9)
 
 
+def test_worker_processes_give_the_same_matrix() -> None:
+    """n_jobs=2 computes target columns in spawned workers; every pair is seeded alone, so the
+    matrix equals the one-process matrix (up to float rounding of a different thread count)."""
+    g = _gen(9)
+    a = torch.randn(200, 3, generator=g)
+    emb = {
+        "a": a,
+        "b": a + 0.5 * torch.randn(200, 3, generator=g),
+        "c": torch.randn(200, 4, generator=g),
+    }
+    serial_cfg = EMIRConfig(n_epochs=2, n_epochs_marg=1, seed=1)
+    seen: list[tuple[str, str]] = []
+    names, serial = pairwise_information_sufficiency(emb, serial_cfg, progress=False)
+    _, parallel = pairwise_information_sufficiency(
+        emb,
+        EMIRConfig(n_epochs=2, n_epochs_marg=1, seed=1, n_jobs=2),
+        progress=False,
+        on_pair=lambda u, z, r, s: seen.append((u, z)),
+    )
+    assert sorted(seen) == sorted((u, z) for u in names for z in names if u != z)
+    off = ~torch.eye(3, dtype=torch.bool)
+    assert torch.allclose(serial[off], parallel[off], atol=1e-6)
+    assert torch.isnan(parallel.diagonal()).all()
+
+
 def test_informativeness_median_skips_diagonal_and_nan() -> None:
     nan = float("nan")
     m = torch.tensor(
@@ -279,5 +304,7 @@ def test_zscore_drops_constant_dimensions() -> None:
 def test_config_rejects_bad_values() -> None:
     with pytest.raises(ValueError, match="batch_size"):
         EMIRConfig(batch_size=0)
+    with pytest.raises(ValueError, match="n_jobs.*-1.*got 0"):
+        EMIRConfig(n_jobs=0)
     with pytest.raises(ValueError, match="average"):
         EMIRConfig(average="mean")  # type: ignore[arg-type]

@@ -99,3 +99,25 @@ def test_dino_loss_and_head() -> None:
         - (q2 * F.log_softmax(s1 / 0.1, -1)).sum(-1).mean()
     )
     assert torch.allclose(dino_loss([s1, s2], [q1, q2], 0.1), expected)
+
+
+def test_gat_attention_dropout_is_separate_from_feature_dropout() -> None:
+    """GraphMAE's GAT: feature dropout 0.2, attention dropout 0.1 (PyG's GAT ties them)."""
+    from graphssl.models.encoders import GATEncoder
+
+    tied = GATEncoder(8, 16, num_layers=2, heads=4, dropout=0.2)
+    assert [conv.dropout for conv in tied.gnn.convs] == [0.2, 0.2]
+    split = GATEncoder(8, 16, num_layers=2, heads=4, dropout=0.2, attn_dropout=0.1)
+    assert [conv.dropout for conv in split.gnn.convs] == [0.1, 0.1]
+    assert split.gnn.dropout.p == 0.2  # between layers, unchanged
+    x, edge_index = torch.randn(6, 8), torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]])
+    off = GATEncoder(8, 16, num_layers=2, heads=4, dropout=0.0, attn_dropout=0.0).train()
+    assert torch.equal(off(x, edge_index), off(x, edge_index))  # nothing random left
+    method = GraphMAE(GATEncoder(8, 16, heads=4), attn_drop=0.1)
+    assert method.decoder.dropout == 0.1
+    try:
+        GATEncoder(8, 16, attn_dropout=1.0)
+    except ValueError as err:
+        assert "attn_dropout" in str(err) and "1.0" in str(err)
+    else:  # pragma: no cover - the check above must raise
+        raise AssertionError("attn_dropout=1.0 was accepted")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from pathlib import Path
@@ -13,7 +14,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from graphssl.models.random_walk import random_walks, skipgram_embeddings
+from graphssl.models.random_walk import random_walks, skipgram_embeddings, skipgram_fit
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -218,3 +219,12 @@ def test_deepwalk_separates_sbm_communities() -> None:
     train, test = perm[: n // 2], perm[n // 2 :]
     probe = LogisticRegression(max_iter=1000).fit(z[train], y[train].numpy())
     assert probe.score(z[test], y[test].numpy()) > 0.9
+
+
+def test_skipgram_fit_reports_a_falling_loss_per_epoch() -> None:
+    edge_index, _ = _two_block_sbm(50, 0.2, 0.01, seed=1)
+    walks = random_walks(edge_index, 100, walk_length=20, walks_per_node=5, seed=0)
+    vectors, losses = skipgram_fit(walks, 100, dim=16, window=3, epochs=4, seed=0)
+    assert len(losses) == 4 and all(math.isfinite(v) and v > 0 for v in losses)
+    assert losses[-1] < losses[0]
+    assert torch.equal(vectors, skipgram_embeddings(walks, 100, dim=16, window=3, epochs=4, seed=0))
