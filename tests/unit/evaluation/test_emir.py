@@ -304,7 +304,7 @@ def test_zscore_drops_constant_dimensions() -> None:
 def test_config_rejects_bad_values() -> None:
     with pytest.raises(ValueError, match="batch_size"):
         EMIRConfig(batch_size=0)
-    with pytest.raises(ValueError, match="n_jobs.*-1.*got 0"):
+    with pytest.raises(ValueError, match=r"n_jobs.*-1.*got 0"):
         EMIRConfig(n_jobs=0)
     with pytest.raises(ValueError, match="average"):
         EMIRConfig(average="mean")  # type: ignore[arg-type]
