@@ -184,8 +184,11 @@ def skipgram_embeddings(
     workers: int = 1,
     seed: int = 0,
     min_count: int = 0,
-) -> tuple[Tensor, list[float]]:
-    """Skip-gram with negative sampling on walks (gensim ``Word2Vec``, ``sg=1``, ``hs=0``)."""
+) -> Tensor:
+    """Skip-gram with negative sampling on walks (gensim ``Word2Vec``, ``sg=1``, ``hs=0``).
+
+    The vectors of :func:`skipgram_fit`, without its per-epoch losses.
+    """
     vectors, _ = skipgram_fit(
         walks, num_nodes, dim, window, epochs, negative, workers, seed, min_count
     )
@@ -202,10 +205,8 @@ def skipgram_fit(
     workers: int = 1,
     seed: int = 0,
     min_count: int = 0,
-) -> Tensor:
+) -> tuple[Tensor, list[float]]:
     """Skip-gram with negative sampling on walks (gensim ``Word2Vec``, ``sg=1``, ``hs=0``).
-
-    The vectors of :func:`skipgram_fit`, without its per-epoch losses.
 
     Each walk is a sentence whose tokens are the node ids as strings. gensim's other settings
     keep their defaults (learning rate 0.025 → 0.0001, frequent-token subsampling ``1e-3``).
