@@ -1,9 +1,10 @@
-"""Linear-probe quality of graphssl's node methods against the published numbers.
+"""Linear-probe quality of graphssl's methods against the published numbers.
 
 For every (method, dataset) pair and seed, composes the tuned experiment
-``conf/experiment/<method>_<dataset>.yaml`` (or, when there is none, ``model=<method>
-dataset=<dataset>``) with Hydra's compose API, runs :func:`graphssl.pipeline.run` in this process
-with MLflow writing to a temporary store, and prints a Markdown table of the logistic-regression
+``conf/experiment/<method>_<dataset>.yaml`` (when there is none, the method's Cora experiment
+with ``dataset=<dataset>``, else ``model=<method> dataset=<dataset>``) with Hydra's compose
+API, runs :func:`graphssl.pipeline.run` in this process with MLflow writing to a temporary
+store, and prints a Markdown table of the logistic-regression
 probe's test accuracy (``probe/logreg/test_acc``, mean ± standard deviation over seeds) beside
 the number published in the GraphMAE paper's Table 1 (Hou et al., KDD 2022), which reports all
 of DGI, GRACE, BGRL, CCA-SSG and GraphMAE under the same public-split protocol. Graph-level
@@ -66,11 +67,13 @@ METRIC = "probe/logreg/test_acc"
 def overrides_for(method: str, dataset: str, seed: int, outputs: Path) -> list[str]:
     """Hydra overrides of one run: the tuned experiment when it exists, and quiet evaluation."""
     experiment = CONF / "experiment" / f"{method}_{dataset}.yaml"
-    base = (
-        [f"experiment={experiment.stem}"]
-        if experiment.is_file()
-        else [f"model={method}", f"dataset={dataset}"]
-    )
+    on_cora = CONF / "experiment" / f"{method}_cora.yaml"
+    if experiment.is_file():
+        base = [f"experiment={experiment.stem}"]
+    elif on_cora.is_file():  # the method's Cora settings on another dataset
+        base = [f"experiment={on_cora.stem}", f"dataset={dataset}"]
+    else:
+        base = [f"model={method}", f"dataset={dataset}"]
     return [
         *base,
         f"seed={seed}",
