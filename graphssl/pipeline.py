@@ -250,6 +250,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
         parent = read_parent(hc.sweep.dir)
     chash = config_hash(resolved)
     resume_run_id, resume_state = _resume_target(resolved, settings, chash)
+    _set_threads(resolved.get("num_threads"))
     seed_everything(int(resolved.seed))
 
     with RunTracker(
@@ -328,6 +329,15 @@ def run(cfg: DictConfig) -> dict[str, float]:
             _log_embeddings(tracker, z, y)
         print(summary_table(metrics, f"{_run_name(resolved)}  (MLflow run {tracker.run_id})"))
     return metrics
+
+
+def _set_threads(num_threads: Any) -> None:
+    """Apply ``num_threads`` (``null``: leave PyTorch's default)."""
+    if num_threads is None:
+        return
+    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive integer or null, got {num_threads!r}")
+    torch.set_num_threads(num_threads)
 
 
 def _diagnostics_callbacks(cfg: DictConfig, dm: DataModule, tracker: RunTracker) -> list[Any]:

@@ -104,3 +104,20 @@ def test_hydra_callback_registered() -> None:
     target = cfg.hydra.callbacks.mlflow_sweep._target_
     assert target == "graphssl.tracking.sweep.MLflowSweepCallback"
     assert cfg.hydra.job.chdir is False
+
+
+def test_num_threads_applies_and_rejects_bad_values() -> None:
+    from graphssl.pipeline import _set_threads
+
+    previous = torch.get_num_threads()
+    try:
+        _set_threads(1)
+        assert torch.get_num_threads() == 1
+        _set_threads(None)  # null: unchanged
+        assert torch.get_num_threads() == 1
+        with pytest.raises(ValueError, match=r"num_threads.*got 0"):
+            _set_threads(0)
+        with pytest.raises(ValueError, match=r"num_threads.*'two'"):
+            _set_threads("two")
+    finally:
+        torch.set_num_threads(previous)
