@@ -14,6 +14,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GATConv, GCNConv
 
 from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
+from graphssl.models.encoders import dgl_gat_init_
 
 
 def scaled_cosine_error(x_rec: Tensor, x: Tensor, gamma: float = 2.0) -> Tensor:
@@ -75,6 +76,8 @@ class GraphMAE(SSLMethod):
             the encoder's own ``dropout`` covers the layers between (default: ``0.0``).
         attn_drop: attention dropout of the GAT decoder, the paper's ``attn_drop`` (the GAT
             encoder's is ``encoder.attn_dropout``) (default: ``0.0``).
+        decoder_init: ``"pyg"`` or ``"dgl"`` initialisation of the GAT decoder, as
+            ``GATEncoder(init=...)`` (default: ``"pyg"``).
     """
 
     def __init__(
@@ -88,6 +91,7 @@ class GraphMAE(SSLMethod):
         cosine_lr: bool = False,
         feat_drop: float = 0.0,
         attn_drop: float = 0.0,
+        decoder_init: str = "pyg",
     ) -> None:
         super().__init__(optimizer)
         if not 0.0 < mask_rate < 1.0:
@@ -106,6 +110,10 @@ class GraphMAE(SSLMethod):
             if not 0.0 <= attn_drop < 1.0:
                 raise ValueError(f"attn_drop must be in [0, 1), got {attn_drop}")
             self.decoder = GATConv(dim, in_dim, heads=1, dropout=attn_drop)
+            if decoder_init == "dgl":
+                dgl_gat_init_(self.decoder)
+            elif decoder_init != "pyg":
+                raise ValueError(f"decoder_init must be 'pyg' or 'dgl', got {decoder_init!r}")
         elif decoder == "gcn":
             self.decoder = GCNConv(dim, in_dim)
         else:

@@ -121,3 +121,26 @@ def test_gat_attention_dropout_is_separate_from_feature_dropout() -> None:
         assert "attn_dropout" in str(err) and "1.0" in str(err)
     else:  # pragma: no cover - the check above must raise
         raise AssertionError("attn_dropout=1.0 was accepted")
+
+
+def test_gat_dgl_initialisation() -> None:
+    """init="dgl": Xavier-normal with the ReLU gain (DGL's GATConv), ~1.4x PyG's Glorot std."""
+    from graphssl.models.encoders import GATEncoder
+
+    torch.manual_seed(0)
+    pyg = GATEncoder(256, 256, num_layers=2, heads=4)
+    dgl = GATEncoder(256, 256, num_layers=2, heads=4, init="dgl")
+    w_pyg, w_dgl = pyg.gnn.convs[0].lin.weight, dgl.gnn.convs[0].lin.weight
+    expected = math.sqrt(2.0) * math.sqrt(2.0 / (256 + 256))  # gain * sqrt(2 / (fan_in + fan_out))
+    assert abs(w_dgl.std().item() - expected) < 0.05 * expected
+    assert w_dgl.std().item() > 1.3 * w_pyg.std().item()
+    assert torch.count_nonzero(dgl.gnn.convs[0].bias) == 0
+    method = GraphMAE(GATEncoder(8, 16, heads=4, init="dgl"), decoder_init="dgl")
+    assert method.encoder.init == "dgl"
+    for bad in (lambda: GATEncoder(8, 16, init="kaiming"), lambda: GraphMAE(pyg, decoder_init="x")):
+        try:
+            bad()
+        except ValueError as err:
+            assert "'pyg' or 'dgl'" in str(err)
+        else:  # pragma: no cover - must raise
+            raise AssertionError("a bad init was accepted")
