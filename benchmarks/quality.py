@@ -142,7 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         default=["cora", "citeseer"],
         help="dataset names of conf/dataset (default: cora citeseer)",
     )
-    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default: 5)")
+    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (default: 5)")
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="seeds run from this one on (default: 0)"
+    )
     parser.add_argument(
         "--epochs-scale",
         type=float,
@@ -171,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 accs: list[float] = []
                 papers: list[float] = []
                 epochs, seconds = 0, 0.0
-                for seed in range(args.seeds):
+                for seed in range(args.first_seed, args.first_seed + args.seeds):
                     acc, paper, epochs, sec = run_one(
                         method, dataset, seed, args.epochs_scale, Path(tmp)
                     )
