@@ -74,6 +74,7 @@ class Report:
         points: ``{metric: [(group, metric value, downstream value), ...]}`` for the scatter
             plots.
         n_runs: runs used (those with a finite downstream value).
+        average_by: the key whose runs were averaged into one point (``None``: none).
     """
 
     group_keys: list[str]
@@ -83,6 +84,7 @@ class Report:
     downstream: str
     points: dict[str, list[tuple[str, float, float]]] = field(default_factory=dict)
     n_runs: int = 0
+    average_by: str | None = None
 
     def cell(self, group: str, metric: str, stat: str = "spearman") -> float:
         for r in self.rows:
@@ -138,6 +140,7 @@ def correlation_table(
     metric_prefix: str = "diag/",
     metrics: Sequence[str] | None = None,
     exclude: Sequence[str] = (),
+    average_by: str | None = None,
 ) -> Report:
     """Per-group Spearman / Kendall correlation of every diagnostic with ``downstream``.
 
@@ -150,6 +153,12 @@ def correlation_table(
         metric_prefix: metrics starting with this are correlated (default: ``"diag/"``).
         metrics: an explicit list instead of the prefix (default: ``None``).
         exclude: metric names to leave out (e.g. ``diag/selfcluster_zero_rows``).
+        average_by: a key (as in ``group_by``) whose value names one data point: the runs of a
+            group that share it are averaged (mean of the finite values of every metric and of
+            ``downstream``) before correlating, as S0 averages its 10 embeddings per target
+            degree. With ``metrics.data/avg_degree`` the achieved degree, every target ``t`` at
+            or above a graph's own degree (all the original graph) is one point. Runs without the
+            key are points of their own (default: ``None``, every run is a point).
 
     Returns:
         a :class:`Report`; runs without a finite ``downstream`` value are left out.
@@ -171,14 +180,45 @@ def correlation_table(
     rows: list[CorrelationRow] = []
     points: dict[str, list[tuple[str, float, float]]] = {m: [] for m in names}
     for g in groups:
-        members = grouped[g]
-        y = [r.metrics[downstream] for r in members]
+        members = _average(grouped[g], average_by, [downstream, *names])
+        y = [r[downstream] for r in members]
         for m in names:
-            x = [r.metrics.get(m, math.nan) for r in members]
+            x = [r.get(m, math.nan) for r in members]
             rho, tau, n, note = correlation(x, y)
             rows.append(CorrelationRow(g, m, n, rho, tau, note))
             points[m].extend((g, a, b) for a, b in zip(x, y) if math.isfinite(a))
-    return Report(list(keys), groups, names, rows, downstream, points, len(used))
+    return Report(list(keys), groups, names, rows, downstream, points, len(used), average_by)
+
+
+def _average(
+    runs: Sequence[RunRecord], key: str | None, names: Sequence[str]
+) -> list[dict[str, float]]:
+    """The metrics ``names`` of each data point: one per run, or with ``key`` one per value of
+    ``key`` (mean of the finite values of the runs sharing it; NaN when none is finite)."""
+    if key is None:
+        return [{m: r.metrics.get(m, math.nan) for m in names} for r in runs]
+    buckets: dict[str, list[RunRecord]] = {}
+    for i, r in enumerate(runs):
+        value = r.value(key)
+        label = f"#{i}" if value is None else _point_label(value)
+        buckets.setdefault(label, []).append(r)
+    points = []
+    for members in buckets.values():
+        point = {}
+        for m in names:
+            vals = [r.metrics.get(m, math.nan) for r in members]
+            finite = [v for v in vals if math.isfinite(v)]
+            point[m] = float(np.mean(finite)) if finite else math.nan
+        points.append(point)
+    return points
+
+
+def _point_label(value: Any) -> str:
+    """A float metric and its string param spell the same number the same way."""
+    try:
+        return f"{float(value):.6g}"
+    except (TypeError, ValueError):
+        return str(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -259,7 +299,8 @@ def write_outputs(report: Report, folder: Path) -> tuple[list[Path], str]:
     corner3 = f"metric \\ {' | '.join(report.group_keys) or 'group'}"
     md = [
         f"# Correlation with {report.downstream} ({report.n_runs} runs, "
-        f"groups by {report.group_keys or ['(none)']})",
+        f"groups by {report.group_keys or ['(none)']}"
+        + (f", one point per {report.average_by}: mean of its runs)" if report.average_by else ")"),
         "",
     ]
     for stat in ("spearman", "kendall"):
@@ -347,6 +388,7 @@ def run_report(cfg: DictConfig) -> Report:
         metric_prefix=str(cfg.metric_prefix),
         metrics=list(cfg.metrics) if cfg.get("metrics") else None,
         exclude=list(cfg.get("exclude") or []),
+        average_by=cfg.get("average_by"),
     )
     if report.n_runs == 0:
         raise ValueError(
@@ -361,6 +403,7 @@ def run_report(cfg: DictConfig) -> Report:
         "graphssl.report.downstream": str(cfg.downstream),
         "graphssl.report.group_by": ",".join(report.group_keys),
         "graphssl.report.n_runs": str(report.n_runs),
+        "graphssl.report.average_by": str(cfg.get("average_by")),
     }
     if parent:
         artifacts.log_folder(uri, str(parent), out_dir, "report")

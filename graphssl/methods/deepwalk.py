@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+import logging
 import math
+import os
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -14,6 +20,11 @@ from torch_geometric.data import Data
 
 from graphssl.methods.base import SSLMethod, encode
 from graphssl.models.random_walk import random_walks, skipgram_fit
+
+log = logging.getLogger(__name__)
+
+#: bump when the walks or the skip-gram fit change, so that old cache entries are not reused
+_CACHE_VERSION = 1
 
 
 class NodeEmbedding(nn.Module):
@@ -120,6 +131,12 @@ class DeepWalk(SSLMethod):
         negative: negative samples per positive pair (default: ``5``).
         workers: gensim threads; only ``1`` is reproducible (default: ``1``).
         seed: seed of the walks and of gensim (default: ``0``).
+        cache_dir: folder of fitted tables keyed by a hash of the graph's ``edge_index``, the
+            node count, every hyperparameter above, the seed and the gensim version; a job that
+            fits the same graph again (e.g. a sparsification target ``t`` at or above the
+            graph's own degree, which leaves the graph unchanged) loads the table instead of
+            refitting and logs ``train/cache_hit = 1``. Only used with ``workers = 1``, the
+            reproducible setting (default: ``None``, no cache).
         optimizer: unused (accepted so configs may carry one); gradient-free.
     """
 
@@ -137,6 +154,7 @@ class DeepWalk(SSLMethod):
         negative: int = 5,
         workers: int = 1,
         seed: int = 0,
+        cache_dir: str | None = None,
         optimizer: Any = None,
     ) -> None:
         super().__init__(None)
@@ -152,6 +170,7 @@ class DeepWalk(SSLMethod):
         self.negative = negative
         self.workers = workers
         self.seed = seed
+        self.cache_dir = Path(cache_dir) if cache_dir else None
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
@@ -176,6 +195,14 @@ class DeepWalk(SSLMethod):
         if skipgram_epochs < 1:
             raise ValueError(f"DeepWalk needs >= 1 skip-gram epoch, got {skipgram_epochs}")
         num_nodes = int(data.num_nodes)
+        cache = self._cache_file(data.edge_index, num_nodes, skipgram_epochs)
+        if cache is not None and cache.is_file():
+            t0 = time.perf_counter()
+            entry = torch.load(cache, map_location="cpu", weights_only=True)
+            self.encoder.set_weight(entry["vectors"])
+            log.info("DeepWalk: loaded the fitted table from the cache %s", cache)
+            stats = {k: float(v) for k, v in entry["stats"].items()}
+            return {**stats, "seconds": time.perf_counter() - t0, "cache_hit": 1.0}
         t0 = time.perf_counter()
         walks = random_walks(
             data.edge_index,
@@ -199,12 +226,52 @@ class DeepWalk(SSLMethod):
         )
         t2 = time.perf_counter()
         self.encoder.set_weight(vectors)
-        return {
+        stats = {
             "loss": losses[-1] if losses else math.nan,
             "loss_first_pass": losses[0] if losses else math.nan,
-            "seconds": t2 - t0,
             "walk_seconds": t1 - t0,
             "skipgram_seconds": t2 - t1,
             "num_walks": float(walks.size(0)),
             "skipgram_epochs": float(skipgram_epochs),
         }
+        if cache is not None:
+            _atomic_save({"vectors": vectors, "stats": stats}, cache)
+        return {**stats, "seconds": t2 - t0, "cache_hit": 0.0}
+
+    def _cache_file(self, edge_index: Tensor, num_nodes: int, epochs: int) -> Path | None:
+        """``cache_dir/<sha256>.pt`` of this fit, or ``None`` when not caching."""
+        if self.cache_dir is None or self.workers != 1:
+            return None
+        import gensim
+
+        settings = {
+            "version": _CACHE_VERSION,
+            "gensim": gensim.__version__,
+            "num_nodes": num_nodes,
+            "dim": self.encoder.out_channels,
+            "walk_length": self.walk_length,
+            "walks_per_node": self.walks_per_node,
+            "window": self.window,
+            "p": self.p,
+            "q": self.q,
+            "epochs": epochs,
+            "negative": self.negative,
+            "seed": self.seed,
+        }
+        h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+        h.update(edge_index.detach().cpu().to(torch.int64).contiguous().numpy().tobytes())
+        return self.cache_dir / f"{h.hexdigest()}.pt"
+
+
+def _atomic_save(obj: Any, path: Path) -> None:
+    """``torch.save`` to a temporary file and rename it, so that concurrent sweep jobs never
+    read a half-written entry."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

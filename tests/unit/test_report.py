@@ -82,3 +82,27 @@ def test_any_downstream_metric_name_works() -> None:
     ]
     report = correlation_table(runs, downstream="supervised/test_acc")
     assert report.cell("all", "diag/nesum") == pytest.approx(-1.0)
+
+
+def test_average_by_merges_the_runs_of_one_point() -> None:
+    # 3 degrees x 4 seeds; the accuracy follows the degree, the per-seed noise is anticorrelated
+    # with it, so run-level rho is low while the per-degree means are perfectly ordered
+    runs = []
+    for t in (1.1, 1.5, 2.0, 2.0):  # the last two: targets t at/above the graph's own degree
+        for seed in range(4):
+            noise = (-1) ** seed * 0.3
+            metrics = {"data/avg_degree": min(t, 2.0)}
+            runs.append(_run(len(runs), t + noise, {"seed": str(seed)}, x=t - 3 * noise))
+            runs[-1].metrics.update(metrics)
+    pooled = correlation_table(runs, group_by=[])
+    averaged = correlation_table(runs, group_by=[], average_by="metrics.data/avg_degree")
+    assert pooled.cell("all", "diag/x") < 0.5
+    assert averaged.cell("all", "diag/x") == pytest.approx(1.0)
+    # one point per achieved degree: 1.1, 1.5 and 2.0 (both t = 2.0 jobs merged)
+    assert [r.n for r in averaged.rows] == [3]
+    assert sorted(round(a, 6) for _, a, _ in averaged.points["diag/x"]) == [1.1, 1.5, 2.0]
+    assert averaged.n_runs == 16 and averaged.average_by == "metrics.data/avg_degree"
+    # runs without the key stay points of their own
+    runs.append(_run(99, 5.0, {}, x=9.0))
+    runs.append(_run(98, 6.0, {}, x=10.0))
+    assert correlation_table(runs, group_by=[], average_by="params.missing").rows[0].n == 18

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 import torch
+from torch_geometric.data import Data
 
 from graphssl.data.node import SBMDataModule
 from graphssl.evaluation.extraction import extract_embeddings
@@ -22,8 +26,9 @@ def sbm() -> SBMDataModule:
     return dm
 
 
-def small_deepwalk(**kwargs: float) -> DeepWalk:
-    return DeepWalk(embedding_dim=32, walk_length=20, walks_per_node=10, window=5, **kwargs)
+def small_deepwalk(**kwargs: Any) -> DeepWalk:
+    defaults = {"embedding_dim": 32, "walk_length": 20, "walks_per_node": 10, "window": 5}
+    return DeepWalk(**{**defaults, **kwargs})
 
 
 def probe(z: torch.Tensor, dm: SBMDataModule) -> float:
@@ -54,6 +59,41 @@ def test_deepwalk_is_reproducible(sbm: SBMDataModule) -> None:
         return extract_embeddings(method, sbm)[0]
 
     assert torch.equal(once(), once())
+
+
+def test_deepwalk_cache_reuses_the_fit_of_the_same_graph_only(
+    sbm: SBMDataModule, tmp_path: Path
+) -> None:
+    def fit(data: Data, **kwargs: int) -> tuple[torch.Tensor, dict[str, float]]:
+        method = small_deepwalk(**{"seed": 3, **kwargs}, cache_dir=str(tmp_path))
+        stats = method.fit_without_gradients(data, epochs=1)
+        assert stats is not None
+        return method.encoder.weight.clone(), stats
+
+    data = sbm.data
+    first, s1 = fit(data)
+    assert s1["cache_hit"] == 0.0 and len(list(tmp_path.glob("*.pt"))) == 1
+    again, s2 = fit(data)
+    assert s2["cache_hit"] == 1.0 and torch.equal(first, again)
+    assert s2["loss"] == s1["loss"] and s2["num_walks"] == s1["num_walks"]
+    # the uncached fit with the same seed is the same table: the cache changes nothing
+    assert torch.equal(first, small_deepwalk_fit(data, seed=3))
+    # another graph, another seed, or another hyperparameter is another entry
+    fewer = data.clone()
+    fewer.edge_index = data.edge_index[:, : data.edge_index.size(1) // 2]
+    assert fit(fewer)[1]["cache_hit"] == 0.0
+    assert fit(data, seed=4)[1]["cache_hit"] == 0.0
+    assert fit(data, window=3)[1]["cache_hit"] == 0.0
+    assert len(list(tmp_path.glob("*.pt"))) == 4
+    # several gensim threads are not reproducible: never cached
+    assert fit(data, workers=2)[1]["cache_hit"] == 0.0
+    assert len(list(tmp_path.glob("*.pt"))) == 4
+
+
+def small_deepwalk_fit(data: Data, **kwargs: int) -> torch.Tensor:
+    method = small_deepwalk(**kwargs)
+    method.fit_without_gradients(data, epochs=1)
+    return method.encoder.weight.clone()
 
 
 def test_node2vec_runs_and_encoder_source_works(sbm: SBMDataModule) -> None:
