@@ -24,8 +24,11 @@ class GNNEncoder(nn.Module):
 
     Args:
         in_channels: input feature size (``-1``: inferred on the first call).
-        hidden_channels: hidden and output size.
+        hidden_channels: hidden size, and output size unless ``out_channels`` is given.
         num_layers: number of message-passing layers.
+        out_channels: output size of the last layer where an encoder accepts it (GCN; e.g.
+            GRACE's encoder is ``2·D`` wide in its first layer and ``D`` in its last)
+            (default: ``None``, ``hidden_channels``).
         dropout: dropout between layers (default: ``0.0``).
         act: activation name understood by PyG (default: ``"prelu"``).
         norm: normalisation layer name, e.g. ``"batch_norm"`` (default: ``None``).
@@ -36,7 +39,12 @@ class GNNEncoder(nn.Module):
     gnn: pyg_models.basic_gnn.BasicGNN | pyg_models.MLP
 
     def __init__(
-        self, hidden_channels: int, num_layers: int, act: str = "prelu", act_last: bool = False
+        self,
+        hidden_channels: int,
+        num_layers: int,
+        act: str = "prelu",
+        act_last: bool = False,
+        out_channels: int | None = None,
     ) -> None:
         super().__init__()
         self.out_act: nn.Module = activation_resolver(act) if act_last else nn.Identity()
@@ -45,7 +53,9 @@ class GNNEncoder(nn.Module):
                 f"hidden_channels and num_layers must be > 0, got {hidden_channels} and "
                 f"{num_layers}"
             )
-        self.out_channels = hidden_channels
+        if out_channels is not None and out_channels <= 0:
+            raise ValueError(f"out_channels must be > 0 or null, got {out_channels}")
+        self.out_channels = hidden_channels if out_channels is None else out_channels
         self.num_layers = num_layers
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
@@ -73,12 +83,14 @@ class GCNEncoder(GNNEncoder):
         act: str = "prelu",
         norm: str | None = None,
         act_last: bool = False,
+        out_channels: int | None = None,
     ) -> None:
-        super().__init__(hidden_channels, num_layers, act, act_last)
+        super().__init__(hidden_channels, num_layers, act, act_last, out_channels)
         self.gnn = pyg_models.GCN(
             in_channels,
             hidden_channels,
             num_layers,
+            out_channels=self.out_channels,
             dropout=dropout,
             act=act,
             norm=norm,

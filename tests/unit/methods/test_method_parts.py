@@ -144,3 +144,23 @@ def test_gat_dgl_initialisation() -> None:
             assert "'pyg' or 'dgl'" in str(err)
         else:  # pragma: no cover - must raise
             raise AssertionError("a bad init was accepted")
+
+
+def test_gcn_out_channels_narrows_the_last_layer() -> None:
+    """GRACE's encoder: 2·D wide in the first layer, D in the last (``out_channels``)."""
+    from graphssl.methods.grace import GRACE
+
+    enc = GCNEncoder(8, 256, num_layers=2, out_channels=128, act="relu", act_last=True)
+    assert enc.out_channels == 128
+    assert [tuple(c.lin.weight.shape) for c in enc.gnn.convs] == [(256, 8), (128, 256)]
+    x, edge_index = torch.randn(6, 8), torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]])
+    z = enc(x, edge_index)
+    assert z.shape == (6, 128) and bool((z >= 0).all())  # ReLU after the last layer too
+    assert GRACE(enc).projector.net[0].in_features == 128
+    assert GCNEncoder(8, 64, num_layers=2).out_channels == 64  # default: hidden_channels
+    try:
+        GCNEncoder(8, 64, out_channels=0)
+    except ValueError as err:
+        assert "out_channels" in str(err) and "0" in str(err)
+    else:  # pragma: no cover - must raise
+        raise AssertionError("out_channels=0 was accepted")
