@@ -1,0 +1,122 @@
+"""The graph papers' evaluation: an RBF-kernel SVM with ``C`` chosen by inner cross-validation.
+
+InfoGraph (Sun et al., ICLR 2020) and GraphCL (You et al., NeurIPS 2020) evaluate graph
+embeddings with scikit-learn's ``SVC`` (RBF kernel, default ``gamma="scale"``) in a stratified
+10-fold cross-validation, choosing ``C`` from ``{1e-3, …, 1e3}`` by a 5-fold grid search on each
+training fold (``evaluate_embedding.py`` of fanyun-sun/InfoGraph). graphssl's default probe is
+:class:`~graphssl.evaluation.linear_probe.LogRegEvaluator`; this one exists to tell protocol
+differences from method differences next to published numbers (``benchmarks/quality.py``,
+``eval=graph_papers``).
+
+Our folds have a validation part; as in the papers, the grid search runs on the whole training
+fold (``train ∪ val``), and the test part is only predicted once, by the refitted best model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from graphssl.evaluation.linear_probe import (
+    ArrayLike,
+    _class_labels,
+    _encode_classes,
+    _prepare_inputs,
+)
+
+__all__ = ["SVCEvaluator"]
+
+_KERNELS = ("rbf", "linear", "poly", "sigmoid")
+
+
+class SVCEvaluator:
+    """Support-vector classifier with ``C`` selected by stratified inner cross-validation.
+
+    Args:
+        C: candidate regularisation constants (default: ``1e-3 … 1e3``, the papers' grid).
+        kernel: ``"rbf"`` (the papers'), ``"linear"``, ``"poly"`` or ``"sigmoid"``.
+        inner_folds: folds of the grid search on the training rows (default: ``5``).
+        seed: seed of the inner fold assignment (default: ``0``).
+    """
+
+    def __init__(
+        self,
+        C: Sequence[float] = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
+        kernel: str = "rbf",
+        inner_folds: int = 5,
+        seed: int = 0,
+    ) -> None:
+        grid = [float(c) for c in C]
+        if not grid or any(not (c > 0 and np.isfinite(c)) for c in grid):
+            raise ValueError(f"C must be a non-empty list of positive numbers, got {list(C)!r}")
+        if kernel not in _KERNELS:
+            raise ValueError(f"kernel must be one of {_KERNELS}, got {kernel!r}")
+        if isinstance(inner_folds, bool) or not isinstance(inner_folds, int) or inner_folds < 2:
+            raise ValueError(f"inner_folds must be an integer >= 2, got {inner_folds!r}")
+        self.C = grid
+        self.kernel = kernel
+        self.inner_folds = inner_folds
+        self.seed = seed
+
+    def evaluate(
+        self,
+        embeddings: ArrayLike,
+        labels: ArrayLike | None,
+        train_mask: ArrayLike,
+        val_mask: ArrayLike,
+        test_mask: ArrayLike,
+    ) -> dict[str, Any]:
+        """Grid-search ``C`` on ``train ∪ val``, refit, and predict ``test``.
+
+        Returns:
+            ``train_acc`` (of the refitted model on ``train ∪ val``), ``val_acc`` (the best
+            mean inner-CV accuracy), ``test_acc`` and the selected ``C``.
+        """
+        from sklearn.model_selection import GridSearchCV, StratifiedKFold
+        from sklearn.svm import SVC
+
+        x, y, idx = _prepare_inputs(
+            embeddings,
+            labels,
+            {"train_mask": train_mask, "val_mask": val_mask, "test_mask": test_mask},
+        )
+        fit_rows = torch.cat([idx["train_mask"], idx["val_mask"]])
+        y = _class_labels(y, torch.cat([fit_rows, idx["test_mask"]]))
+        _, encoded = _encode_classes(y[fit_rows])
+        counts = torch.bincount(encoded)
+        folds = min(self.inner_folds, int(counts.min()))
+        if folds < 2:
+            raise ValueError(
+                f"SVCEvaluator needs at least 2 training rows of every class for its inner "
+                f"cross-validation; the rarest class has {int(counts.min())}"
+            )
+        x_np = x.cpu().numpy()
+        y_np = y.cpu().numpy()
+        fit_np, test_np = fit_rows.cpu().numpy(), idx["test_mask"].cpu().numpy()
+        search = GridSearchCV(
+            SVC(kernel=self.kernel),
+            {"C": self.C},
+            cv=StratifiedKFold(folds, shuffle=True, random_state=self.seed),
+            scoring="accuracy",
+            n_jobs=1,
+        )
+        search.fit(x_np[fit_np], y_np[fit_np])
+        model = search.best_estimator_
+        test_acc = (
+            float(np.mean(model.predict(x_np[test_np]) == y_np[test_np])) if test_np.size else 0.0
+        )
+        return {
+            "train_acc": float(np.mean(model.predict(x_np[fit_np]) == y_np[fit_np])),
+            "val_acc": float(search.best_score_),
+            "test_acc": test_acc,
+            "C": float(search.best_params_["C"]),
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(C={self.C}, kernel={self.kernel!r}, "
+            f"inner_folds={self.inner_folds}, seed={self.seed})"
+        )
