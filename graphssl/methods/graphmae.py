@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 from typing import Literal
 
 import torch
@@ -15,6 +14,7 @@ from torch_geometric.nn import GATConv, GCNConv
 
 from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
 from graphssl.models.encoders import dgl_gat_init_
+from graphssl.training.schedules import CosineLR
 
 
 def scaled_cosine_error(x_rec: Tensor, x: Tensor, gamma: float = 2.0) -> Tensor:
@@ -24,13 +24,6 @@ def scaled_cosine_error(x_rec: Tensor, x: Tensor, gamma: float = 2.0) -> Tensor:
     """
     cos = (F.normalize(x_rec, dim=-1) * F.normalize(x, dim=-1)).sum(dim=-1)
     return (1 - cos).pow(gamma).mean()
-
-
-def cosine_lr_factor(step: int, max_steps: int) -> float:
-    """GraphMAE's schedule: the learning rate times ``(1 + cos(π · step / max_steps)) / 2``."""
-    if max_steps <= 0:
-        return 1.0
-    return (1 + math.cos(math.pi * min(step, max_steps) / max_steps)) / 2
 
 
 def _in_channels(encoder: nn.Module) -> int:
@@ -125,7 +118,7 @@ class GraphMAE(SSLMethod):
         if not 0.0 <= feat_drop < 1.0:
             raise ValueError(f"feat_drop must be in [0, 1), got {feat_drop}")
         self.feat_drop = feat_drop
-        self._scheduled: list[tuple[dict, float]] = []
+        self._schedule = CosineLR() if cosine_lr else None
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
@@ -135,14 +128,13 @@ class GraphMAE(SSLMethod):
 
     def configure_optimizer(self) -> Optimizer | None:
         optimizer = super().configure_optimizer()
-        if self.cosine_lr and optimizer is not None:
-            self._scheduled = [(group, float(group["lr"])) for group in optimizer.param_groups]
+        if self._schedule is not None and optimizer is not None:
+            self._schedule.attach(optimizer)
         return optimizer
 
     def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
-        factor = cosine_lr_factor(step, max_steps)
-        for group, base_lr in self._scheduled:
-            group["lr"] = base_lr * factor
+        if self._schedule is not None:
+            self._schedule.step(step, max_steps)
 
     def mask_features(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Corrupt ``x`` ``(N, F)``; returns the encoder input and the masked node indices."""

@@ -10,8 +10,9 @@ import torch.nn.functional as F
 from graphssl.methods.afgrl import afgrl_positives, kmeans
 from graphssl.methods.cca_ssg import cca_ssg_loss, standardize
 from graphssl.methods.graph_dino import DINOHead, dino_loss
-from graphssl.methods.graphmae import GraphMAE, cosine_lr_factor, scaled_cosine_error
+from graphssl.methods.graphmae import GraphMAE, scaled_cosine_error
 from graphssl.models.encoders import GCNEncoder
+from graphssl.training.schedules import CosineLR, cosine_lr_factor
 
 
 def test_cca_ssg_loss_known_answers() -> None:
@@ -164,3 +165,32 @@ def test_gcn_out_channels_narrows_the_last_layer() -> None:
         assert "out_channels" in str(err) and "0" in str(err)
     else:  # pragma: no cover - must raise
         raise AssertionError("out_channels=0 was accepted")
+
+
+def test_cosine_lr_with_warmup_follows_the_bgrl_reference_scheduler() -> None:
+    """BGRL's CosineDecayScheduler: lr·step/warmup, then a cosine from lr to 0."""
+    from graphssl.methods.bgrl import BGRL
+
+    max_steps, warmup = 100, 10
+    for step in (0, 5, 10, 55, 100):
+        if step < warmup:
+            expected = step / warmup
+        else:
+            expected = (1 + math.cos(math.pi * (step - warmup) / (max_steps - warmup))) / 2
+        assert math.isclose(cosine_lr_factor(step, max_steps, warmup), expected, abs_tol=1e-12)
+    method = BGRL(GCNEncoder(8, 16), torch.optim.AdamW, cosine_lr=True, lr_warmup=0.1)
+    opt = method.configure_optimizer()
+    assert opt is not None and opt.param_groups[0]["lr"] == 0.0  # step 0 of the warm-up
+    method.on_after_optimizer_step(5, max_steps)
+    assert math.isclose(opt.param_groups[0]["lr"], 1e-3 * 0.5)  # AdamW's default lr 1e-3
+    method.on_after_optimizer_step(100, max_steps)
+    assert opt.param_groups[0]["lr"] < 1e-12
+    no_schedule = BGRL(GCNEncoder(8, 16), torch.optim.AdamW).configure_optimizer()
+    assert no_schedule is not None and no_schedule.param_groups[0]["lr"] == 1e-3
+    for bad in (lambda: BGRL(GCNEncoder(8, 16), lr_warmup=0.1), lambda: CosineLR(1.0)):
+        try:
+            bad()
+        except ValueError as err:
+            assert "warm" in str(err)
+        else:  # pragma: no cover - must raise
+            raise AssertionError("a bad warm-up was accepted")
