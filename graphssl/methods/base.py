@@ -9,12 +9,15 @@ one. It never writes an epoch loop: :mod:`graphssl.training` owns that.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch_geometric.data import Data
 from torch_geometric.nn import global_add_pool, global_mean_pool
+
+if TYPE_CHECKING:  # graphssl.training imports this module
+    from graphssl.training.schedules import CosineLR
 
 OptimizerFactory = Callable[..., Optimizer]
 
@@ -67,6 +70,9 @@ class SSLMethod(nn.Module):
     def __init__(self, optimizer: OptimizerFactory | None = None) -> None:
         super().__init__()
         self._optimizer_factory = optimizer
+        #: a learning-rate schedule (e.g. :class:`~graphssl.training.schedules.CosineLR`) that
+        #: :meth:`configure_optimizer` attaches and :meth:`on_after_optimizer_step` advances
+        self.lr_schedule: CosineLR | None = None
 
     # ------------------------------------------------------------------ contract
     def encoders(self) -> dict[str, nn.Module]:
@@ -86,7 +92,10 @@ class SSLMethod(nn.Module):
         """The optimizer over :meth:`trainable_parameters`; ``None`` for gradient-free methods."""
         if self._optimizer_factory is None:
             raise ValueError(f"{type(self).__name__} needs an optimizer (got optimizer=None)")
-        return self._optimizer_factory(list(self.trainable_parameters()))
+        optimizer = self._optimizer_factory(list(self.trainable_parameters()))
+        if self.lr_schedule is not None:
+            self.lr_schedule.attach(optimizer)
+        return optimizer
 
     def trainable_parameters(self) -> Iterator[nn.Parameter]:
         return (p for p in self.parameters() if p.requires_grad)
@@ -95,7 +104,10 @@ class SSLMethod(nn.Module):
         """Called once before the first epoch with the training graph (e.g. to precompute)."""
 
     def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
-        """Called after every optimizer step (EMA target updates, schedules)."""
+        """Called after every optimizer step (EMA target updates, schedules); overrides call
+        ``super()`` to keep :attr:`lr_schedule` running."""
+        if self.lr_schedule is not None:
+            self.lr_schedule.step(step, max_steps)
 
     def classifier_logits(self, embeddings: Tensor) -> Tensor | None:
         """Class logits from the embeddings :meth:`forward` returns, for methods that train a

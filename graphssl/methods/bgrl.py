@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import torch
 from torch import Tensor, nn
-from torch.optim import Optimizer
 from torch_geometric.data import Data
 
 from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
@@ -78,7 +77,7 @@ class BGRL(SSLMethod):
         self.momentum = momentum
         if lr_warmup and not cosine_lr:
             raise ValueError(f"lr_warmup={lr_warmup} needs cosine_lr=true")
-        self._schedule = CosineLR(lr_warmup) if cosine_lr else None
+        self.lr_schedule = CosineLR(lr_warmup) if cosine_lr else None
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"online": self.online, "target": self.target, "encoder": self.online}
@@ -100,13 +99,6 @@ class BGRL(SSLMethod):
             t2 = encode(self.target, v2)[:n]
         return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
 
-    def configure_optimizer(self) -> Optimizer | None:
-        optimizer = super().configure_optimizer()
-        if self._schedule is not None and optimizer is not None:
-            self._schedule.attach(optimizer)
-        return optimizer
-
     def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
         ema_update(self.target, self.online, cosine_ema_momentum(step, max_steps, self.momentum))
-        if self._schedule is not None:
-            self._schedule.step(step, max_steps)
+        super().on_after_optimizer_step(step, max_steps)

@@ -8,7 +8,6 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.optim import Optimizer
 from torch_geometric.data import Data
 from torch_geometric.nn import GATConv, GCNConv
 
@@ -118,23 +117,13 @@ class GraphMAE(SSLMethod):
         if not 0.0 <= feat_drop < 1.0:
             raise ValueError(f"feat_drop must be in [0, 1), got {feat_drop}")
         self.feat_drop = feat_drop
-        self._schedule = CosineLR() if cosine_lr else None
+        self.lr_schedule = CosineLR() if cosine_lr else None
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
 
     def forward(self, batch: Data) -> Tensor:
         return encode(self.encoder, batch)
-
-    def configure_optimizer(self) -> Optimizer | None:
-        optimizer = super().configure_optimizer()
-        if self._schedule is not None and optimizer is not None:
-            self._schedule.attach(optimizer)
-        return optimizer
-
-    def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
-        if self._schedule is not None:
-            self._schedule.step(step, max_steps)
 
     def mask_features(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Corrupt ``x`` ``(N, F)``; returns the encoder input and the masked node indices."""
