@@ -25,6 +25,15 @@ def cosine_ema_momentum(step: int, max_steps: int, base: float) -> float:
 
 
 @torch.no_grad()
+def reset_parameters(module: nn.Module) -> None:
+    """Re-draw the initial weights of every submodule of ``module`` that can reset itself."""
+    for child in module.modules():
+        reset = getattr(child, "reset_parameters", None)
+        if child is not module and callable(reset):
+            reset()
+
+
+@torch.no_grad()
 def ema_update(target: nn.Module, online: nn.Module, momentum: float) -> None:
     """``target ← momentum·target + (1 − momentum)·online`` for parameters and buffers."""
     for t, o in zip(target.parameters(), online.parameters(), strict=True):
@@ -52,6 +61,10 @@ class BGRL(SSLMethod):
         lr_warmup: with ``cosine_lr``, the fraction of the training steps over which the
             learning rate first rises linearly (the reference: 1000 of 10000 epochs, ``0.1``)
             (default: ``0.0``).
+        predictor_batch_norm: a BatchNorm in the predictor's hidden layer, as BYOL's; the BGRL
+            reference predictor is ``Linear → PReLU → Linear`` without one (default: ``True``).
+        reinit_target: draw the target encoder's initial weights afresh instead of copying the
+            online encoder's, as the reference code does (default: ``False``).
     """
 
     def __init__(
@@ -64,14 +77,18 @@ class BGRL(SSLMethod):
         momentum: float = 0.99,
         cosine_lr: bool = False,
         lr_warmup: float = 0.0,
+        predictor_batch_norm: bool = True,
+        reinit_target: bool = False,
     ) -> None:
         super().__init__(optimizer)
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"momentum must be in [0, 1], got {momentum}")
         self.online = encoder
         self.target = copy.deepcopy(encoder).requires_grad_(False)
+        if reinit_target:
+            reset_parameters(self.target)
         dim = int(encoder.out_channels)  # type: ignore[arg-type]
-        self.predictor = MLPHead(dim, predictor_hidden, dim, batch_norm=True)
+        self.predictor = MLPHead(dim, predictor_hidden, dim, batch_norm=predictor_batch_norm)
         self.augment1 = augment1 or edge_and_feature(0.3, 0.3)
         self.augment2 = augment2 or edge_and_feature(0.2, 0.4)
         self.momentum = momentum

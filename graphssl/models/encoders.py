@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 from torch_geometric.nn import models as pyg_models
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.nn.resolver import activation_resolver
+from torch_geometric.nn.resolver import activation_resolver, normalization_resolver
 from torch_geometric.utils import to_torch_csr_tensor
 
 
@@ -72,6 +72,11 @@ class GCNEncoder(GNNEncoder):
     Without ``edge_weight`` the graph is normalised on the fly (``D^-1/2 (A+I) D^-1/2``), as in
     ``GCNConv``. With ``edge_weight`` the weights are taken as already normalised, which is what
     :meth:`prepare` supplies for exact neighbour-sampled inference.
+
+    Args:
+        norm_last: also apply ``norm`` to the output layer (before ``act_last``), as BGRL's
+            reference encoder (``GCNConv → BatchNorm → PReLU`` for every layer) does; PyG's
+            ``GCN`` normalises hidden layers only (default: ``False``).
     """
 
     def __init__(
@@ -84,8 +89,14 @@ class GCNEncoder(GNNEncoder):
         norm: str | None = None,
         act_last: bool = False,
         out_channels: int | None = None,
+        norm_last: bool = False,
     ) -> None:
         super().__init__(hidden_channels, num_layers, act, act_last, out_channels)
+        if norm_last and norm is None:
+            raise ValueError("norm_last=true needs a norm (e.g. 'batch_norm'), got norm=None")
+        self.out_norm: nn.Module = (
+            normalization_resolver(norm, self.out_channels) if norm_last else nn.Identity()
+        )
         self.gnn = pyg_models.GCN(
             in_channels,
             hidden_channels,
@@ -109,7 +120,7 @@ class GCNEncoder(GNNEncoder):
         adj_t = to_torch_csr_tensor(
             edge_index.flip(0), edge_weight.to(x.dtype), size=(x.size(0), x.size(0))
         )
-        return self.out_act(self.gnn(x, adj_t))
+        return self.out_act(self.out_norm(self.gnn(x, adj_t)))
 
     def prepare(self, data: Data) -> Data:
         out = copy.copy(data)

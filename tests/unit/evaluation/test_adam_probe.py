@@ -38,3 +38,22 @@ def test_random_labels_stay_near_chance_and_bad_values_fail() -> None:
         AdamLinearEvaluator(lr=0.0)
     with pytest.raises(ValueError, match="labels absent"):
         AdamLinearEvaluator().evaluate(x, None, *masks)
+
+
+def test_tiny_embeddings_collapse_to_the_majority_class_unless_standardized() -> None:
+    """The papers' protocol is not scale-invariant: on embeddings with row norms of a few
+    hundredths (GraphDINO on Cora_ML), 300 Adam steps fit the bias and little else."""
+    x, _ = _blobs(d=16)
+    y = torch.tensor([0, 0, 1, 2] * 75)  # class 0: half of the rows
+    g = torch.Generator().manual_seed(3)
+    centers = torch.randn(3, 16, generator=g)
+    x = 1e-3 * (centers[y] + 0.3 * torch.randn(300, 16, generator=g))
+    masks = torch.arange(100), torch.arange(100, 200), torch.arange(200, 300)
+    raw = AdamLinearEvaluator().evaluate(x, y, *masks)
+    assert raw["test_acc"] < 0.6  # the majority class is 0.5
+    scaled = AdamLinearEvaluator(standardize=True).evaluate(x, y, *masks)
+    assert scaled["test_acc"] > 0.95
+    # standardising with the training rows' statistics makes the probe scale-invariant
+    big = AdamLinearEvaluator(standardize=True).evaluate(1e3 * x, y, *masks)
+    assert abs(big["test_acc"] - scaled["test_acc"]) <= 0.01
+    assert "standardize=True" in repr(AdamLinearEvaluator(standardize=True))

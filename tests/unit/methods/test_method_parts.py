@@ -194,3 +194,38 @@ def test_cosine_lr_with_warmup_follows_the_bgrl_reference_scheduler() -> None:
             assert "warm" in str(err)
         else:  # pragma: no cover - must raise
             raise AssertionError("a bad warm-up was accepted")
+
+
+def test_bgrl_reference_options() -> None:
+    """BGRL's reference: BN + PReLU after every GCN layer, a predictor without BatchNorm, and a
+    target encoder initialised afresh rather than copied."""
+    from graphssl.methods.bgrl import BGRL
+
+    torch.manual_seed(0)
+    enc = GCNEncoder(8, 32, num_layers=2, out_channels=16, norm="batch_norm", norm_last=True)
+    x, edge_index = torch.randn(40, 8), torch.randint(40, (2, 120))
+    enc.train()
+    z = enc(x, edge_index)
+    # batch norm on the output layer: every column has batch mean ~0 before the PReLU (which
+    # keeps positives), so each column has both signs
+    assert z.shape == (40, 16) and bool(((z > 0).any(0) & (z < 0).any(0)).all())
+    plain = GCNEncoder(8, 32, num_layers=2, out_channels=16, norm="batch_norm")
+    assert isinstance(plain.out_norm, torch.nn.Identity)
+    try:
+        GCNEncoder(8, 32, norm_last=True)
+    except ValueError as err:
+        assert "norm_last" in str(err) and "norm=None" in str(err)
+    else:  # pragma: no cover - must raise
+        raise AssertionError("norm_last without a norm was accepted")
+
+    copied = BGRL(enc, torch.optim.AdamW)
+    assert any(isinstance(m, torch.nn.BatchNorm1d) for m in copied.predictor.modules())
+    for o, t in zip(copied.online.parameters(), copied.target.parameters(), strict=True):
+        assert torch.equal(o, t)
+    ref = BGRL(enc, torch.optim.AdamW, predictor_batch_norm=False, reinit_target=True)
+    assert not any(isinstance(m, torch.nn.BatchNorm1d) for m in ref.predictor.modules())
+    weights = [
+        (o, t) for o, t in zip(ref.online.parameters(), ref.target.parameters()) if o.dim() == 2
+    ]
+    assert weights and all(not torch.equal(o, t) for o, t in weights)
+    assert all(not t.requires_grad for t in ref.target.parameters())
