@@ -15,13 +15,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
-from pathlib import Path
-from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from probe_curve import probe_curve
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,56 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.epochs < 1 or args.every < 1:
         parser.error("--epochs and --every must be >= 1")
-    if "GRAPHSSL_DATA_DIR" not in os.environ and (REPO.parent / "shared" / "data").is_dir():
-        os.environ["GRAPHSSL_DATA_DIR"] = str(REPO.parent / "shared" / "data")
-
-    import torch
-    from hydra import compose, initialize_config_dir
-    from hydra.utils import instantiate
-
-    from graphssl.evaluation.adam_probe import AdamLinearEvaluator
-    from graphssl.evaluation.extraction import extract_embeddings
-    from graphssl.evaluation.linear_probe import LogRegEvaluator
-    from graphssl.pipeline import build_datamodule, build_method, resolve_config
-    from graphssl.training.trainer import Callback
-
-    torch.set_num_threads(args.threads)
     overrides = [
         "experiment=graphmae_cora",
         f"encoder.init={args.init}",
         f"model.decoder_init={args.init}",
         f"trainer.epochs={args.epochs}",
         f"seed={args.seed}",
-        "trainer.progress=false",
     ]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = resolve_config(compose(config_name="config", overrides=overrides))
-    torch.manual_seed(args.seed)
-    dm = build_datamodule(cfg)
-    method = build_method(cfg, dm)
-    split = dm.splits()[0]
-    probes = {"logreg": LogRegEvaluator(), "adam": AdamLinearEvaluator(seed=args.seed)}
-
-    class Every(Callback):
-        def on_epoch_end(self, trainer: Any, m: Any, result: Any) -> None:
-            if (result.epoch + 1) % args.every:
-                return
-            m.eval()
-            z, y = extract_embeddings(m, dm)
-            accs = {
-                name: 100 * p.evaluate(z, y, split.train, split.val, split.test)["test_acc"]
-                for name, p in probes.items()
-            }
-            m.train()
-            print(
-                f"init={args.init} epoch {result.epoch + 1:5d}  loss {result.metrics['loss']:.4f}"
-                f"  LogRegEvaluator {accs['logreg']:.1f}  Adam probe {accs['adam']:.1f}",
-                flush=True,
-            )
-
-    t0 = time.perf_counter()
-    instantiate(cfg.trainer, callbacks=[Every()], checkpoint_path=None).fit(method, dm)
-    print(f"{args.epochs} epochs in {time.perf_counter() - t0:.0f} s")
+    probe_curve(overrides, args.every, args.threads, adam=True, label=f"init={args.init} ")
     return 0
 
 
