@@ -23,8 +23,10 @@ Usage::
 
 ``--epochs-scale`` multiplies every run's ``trainer.epochs`` (rounded, at least 1) for quick
 runs; the table shows the epochs actually trained (``train/epochs``: one for the
-gradient-free DeepWalk/node2vec fit). Real data comes from ``$GRAPHSSL_DATA_DIR``
-(default: ``../shared/data`` beside the repository).
+gradient-free DeepWalk/node2vec fit) and, for runs that select their weights on a validation
+probe (``eval.select.every``), the mean selected epoch. ``--override`` appends Hydra overrides
+to every run, e.g. ``--override trainer.epochs=400 eval.select.every=25``. Real data comes
+from ``$GRAPHSSL_DATA_DIR`` (default: ``../shared/data`` beside the repository).
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ def papers_protocol(dataset: str) -> tuple[str, str]:
     return "papers", "probe/adam/test_acc"
 
 
-def overrides_for(method: str, dataset: str, seed: int, outputs: Path) -> list[str]:
+def overrides_for(
+    method: str, dataset: str, seed: int, outputs: Path, extra: list[str] | None = None
+) -> list[str]:
     """Hydra overrides of one run: the tuned experiment when it exists, and quiet evaluation."""
     experiment = CONF / "experiment" / f"{method}_{dataset}.yaml"
     on_cora = CONF / "experiment" / f"{method}_cora.yaml"
@@ -100,20 +104,28 @@ def overrides_for(method: str, dataset: str, seed: int, outputs: Path) -> list[s
         "logger.log_embeddings=false",
         "logger.experiment_name=quality-benchmark",
         "trainer.progress=false",
+        *(extra or []),
     ]
 
 
 def run_one(
-    method: str, dataset: str, seed: int, epochs_scale: float, outputs: Path
-) -> tuple[float, float, int, float]:
-    """Test accuracy (%) of both probes, epochs trained and seconds of one run."""
+    method: str,
+    dataset: str,
+    seed: int,
+    epochs_scale: float,
+    outputs: Path,
+    extra: list[str] | None = None,
+) -> tuple[float, float, int, float, float]:
+    """Test accuracy (%) of both probes, epochs trained, the selected epoch (1-based; NaN
+    without ``eval.select``) and seconds of one run."""
     from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
 
     from graphssl.pipeline import run
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides_for(method, dataset, seed, outputs))
+        overrides = overrides_for(method, dataset, seed, outputs, extra)
+        cfg = compose(config_name="config", overrides=overrides)
     epochs = max(1, round(int(cfg.trainer.epochs) * epochs_scale))
     with open_dict(cfg):
         cfg.trainer.epochs = epochs
@@ -129,7 +141,8 @@ def run_one(
     # epochs trained (early stopping may end sooner; a gradient-free fit logs one)
     trained = int(metrics.get("train/epochs", epochs))
     paper = 100.0 * float(metrics.get(papers_protocol(dataset)[1], math.nan))
-    return 100.0 * float(metrics[METRIC]), paper, trained, seconds
+    selected = float(metrics.get("select/best_epoch", math.nan)) + 1
+    return 100.0 * float(metrics[METRIC]), paper, trained, selected, seconds
 
 
 def fmt(values: list[float]) -> str:
@@ -165,6 +178,13 @@ def main(argv: list[str] | None = None) -> int:
         help="multiply every run's trainer.epochs (default: 1.0)",
     )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    parser.add_argument(
+        "--override",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Hydra overrides appended to every run (e.g. eval.select.every=25)",
+    )
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.epochs_scale <= 0:
         parser.error("--seeds must be >= 1 and --epochs-scale > 0")
@@ -185,21 +205,29 @@ def main(argv: list[str] | None = None) -> int:
             for dataset in args.datasets:
                 accs: list[float] = []
                 papers: list[float] = []
+                selected: list[float] = []
                 epochs, seconds = 0, 0.0
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
-                    acc, paper, epochs, sec = run_one(
-                        method, dataset, seed, args.epochs_scale, Path(tmp)
+                    acc, paper, epochs, sel, sec = run_one(
+                        method, dataset, seed, args.epochs_scale, Path(tmp), args.override
                     )
                     accs.append(acc)
                     papers.append(paper)
                     seconds += sec
+                    chosen = ""
+                    if math.isfinite(sel):
+                        selected.append(sel)
+                        chosen = f", weights of epoch {sel:.0f}"
                     print(
                         f"# {method} {dataset} seed {seed}: test_acc {acc:.2f} "
-                        f"(papers' probe {paper:.2f}; {epochs} epochs, {sec:.0f} s)",
+                        f"(papers' probe {paper:.2f}; {epochs} epochs{chosen}, {sec:.0f} s)",
                         file=sys.stderr,
                         flush=True,
                     )
-                rows.append((method, dataset, epochs, accs, papers, seconds / len(accs)))
+                trained = str(epochs)
+                if selected:
+                    trained += f" (sel. {statistics.fmean(selected):.0f})"
+                rows.append((method, dataset, trained, accs, papers, seconds / len(accs)))
 
     print(
         "| method | dataset | epochs | seeds | ours (test acc %) | published | difference "

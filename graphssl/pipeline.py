@@ -175,6 +175,8 @@ def summary_table(metrics: dict[str, float], header: str) -> str:
             "diag/nesum",
             "diag/coherence",
             "diag/self_cluster",
+            "select/best_epoch",
+            "select/best_val_acc",
             "supervised/test_acc",
             "train/final_loss",
             "train/epochs",
@@ -273,7 +275,12 @@ def run(cfg: DictConfig) -> dict[str, float]:
         dm = build_datamodule(resolved)
         method = build_method(resolved, dm)
         log.info("training %s on %s", type(method).__name__, dm)
-        callbacks = [MLflowMetricsCallback(tracker), *_diagnostics_callbacks(resolved, dm, tracker)]
+        selection = _selection_callback(resolved, dm, tracker)
+        callbacks = [
+            MLflowMetricsCallback(tracker),
+            *_diagnostics_callbacks(resolved, dm, tracker),
+            *([selection] if selection is not None else []),
+        ]
         trainer = instantiate(
             resolved.trainer,
             callbacks=callbacks,
@@ -302,6 +309,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
             metrics["train/final_loss"] = fit.epochs[-1].metrics["loss"]
             metrics["train/epochs"] = float(len(fit.epochs))
             metrics["train/best_epoch"] = float(fit.best_epoch)
+        if selection is not None:
+            metrics.update(selection.summary())
         t0 = time.perf_counter()
         if ev.diagnostics.enabled:
             metrics.update(run_diagnostics(z, reference=bool(ev.diagnostics.reference)))
@@ -363,6 +372,53 @@ def _diagnostics_callbacks(cfg: DictConfig, dm: DataModule, tracker: RunTracker)
         reference=bool(ev.diagnostics.reference),
     )
     return [DiagnosticsCallback(monitor, tracker)]
+
+
+def _selection_callback(cfg: DictConfig, dm: DataModule, tracker: RunTracker) -> Any:
+    """The validation-probe model selection when ``eval.select.every`` is set (issue 4)."""
+    sel = cfg.eval.get("select") or {}
+    every = sel.get("every")
+    if every is None:
+        return None
+    from graphssl.evaluation.selection import ProbeSelection
+    from graphssl.tracking.selection import SelectionCallback
+
+    name = str(sel.get("probe", "logreg"))
+    probes = probe_configs(cfg.eval.probes, getattr(dm, "task", "classification"))
+    if name not in probes:
+        raise ValueError(
+            f"eval.select.probe={name!r} is not among the configured probes {sorted(probes)}; "
+            f"expected the name of one of eval.probes"
+        )
+    if dm.labels is None:
+        raise ValueError(
+            f"eval.select.every={every} selects on a probe's validation score, but dataset "
+            f"{dm.name!r} has no labels; set eval.select.every=null"
+        )
+    ev = cfg.eval
+
+    def embed(model: torch.nn.Module) -> torch.Tensor:
+        return extract_embeddings(
+            model,
+            dm,
+            encoder_source=ev.extraction.encoder_source,
+            device=str(cfg.trainer.device),
+            mini_batch=bool(ev.extraction.mini_batch),
+            num_neighbors=ev.extraction.num_neighbors,
+        )[0]
+
+    selection = ProbeSelection(
+        embed,
+        instantiate(probes[name]),
+        dm.labels,
+        dm.splits(),
+        every=every,
+        metric=str(sel.get("metric", "val_acc")),
+        mode=str(sel.get("mode", "max")),
+        patience=sel.get("patience"),
+        min_delta=float(sel.get("min_delta", 0.0)),
+    )
+    return SelectionCallback(selection, tracker)
 
 
 def _classifier_metrics(

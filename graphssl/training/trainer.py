@@ -67,7 +67,11 @@ class Callback:
     def on_epoch_end(self, trainer: Trainer, method: SSLMethod, result: EpochResult) -> None: ...
 
     def on_checkpoint(self, trainer: Trainer, method: SSLMethod, epoch: int) -> None:
-        """Before a checkpoint is written: persist whatever the checkpoint will vouch for."""
+        """Before a checkpoint is written: persist whatever the checkpoint will vouch for
+        (state of the callback goes into ``trainer.checkpoint_extra``)."""
+
+    def on_resume(self, trainer: Trainer, method: SSLMethod, state: dict[str, Any]) -> None:
+        """When :meth:`Trainer.fit` continues from a checkpoint: ``state`` is all of it."""
 
     def on_fit_end(self, trainer: Trainer, method: SSLMethod, result: FitResult) -> None: ...
 
@@ -94,7 +98,8 @@ class Trainer:
         checkpoint_every: write a checkpoint every this many epochs to ``checkpoint_path``;
             ``None`` disables checkpoints (default: ``None``).
         checkpoint_path: where checkpoints go (the pipeline sets it per configuration).
-        callbacks: objects with :class:`Callback` hooks.
+        callbacks: objects with :class:`Callback` hooks; one may end training after the
+            current epoch by setting :attr:`should_stop` (e.g. selection on a validation probe).
     """
 
     def __init__(
@@ -141,6 +146,7 @@ class Trainer:
         self.callbacks: list[Callback] = list(callbacks)
         self.optimizer: torch.optim.Optimizer | None = None
         self.global_step = 0
+        self.should_stop = False
         self._resume_state: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ checkpoints
@@ -216,6 +222,7 @@ class Trainer:
         self._check_mini_batch(datamodule, method)
         method.to(self.device)
         result = FitResult()
+        self.should_stop = False
         full_graph = datamodule.data if not datamodule.is_graph_level else None
         if full_graph is not None:
             method.on_train_start(full_graph, self.epochs)
@@ -259,6 +266,8 @@ class Trainer:
             result.best_loss = float(state["best_loss"])
             bad_epochs, best_state = int(state["bad_epochs"]), state["best_state"]
             restore_rng(state["rng"])
+            for cb in self.callbacks:
+                cb.on_resume(self, method, state)
             if state.get("stopped_early"):
                 result.stopped_early, start_epoch = True, self.epochs
             log.info("resuming at epoch %d from %s", start_epoch, self.checkpoint_path)
@@ -305,17 +314,18 @@ class Trainer:
                     best_state = {k: v.detach().clone() for k, v in method.state_dict().items()}
             else:
                 bad_epochs += 1
-            stop = self.patience is not None and bad_epochs >= self.patience
+            stop = (self.patience is not None and bad_epochs >= self.patience) or self.should_stop
             if self.checkpoint_every is not None and (
                 (epoch + 1) % self.checkpoint_every == 0 or stop or epoch + 1 == self.epochs
             ):
                 self._save(method, epoch, result, bad_epochs, best_state, stop)
             if stop:
                 log.info(
-                    "early stopping at epoch %d (best %d, loss %.4f)",
+                    "early stopping at epoch %d (%s)",
                     epoch,
-                    result.best_epoch,
-                    result.best_loss,
+                    "a callback asked"
+                    if self.should_stop
+                    else f"best loss {result.best_loss:.4f} at epoch {result.best_epoch}",
                 )
                 result.stopped_early = True
                 break

@@ -114,6 +114,34 @@ def test_run_on_cora_logs_everything(graphssl_cmd, cli_env, outputs_dir, data_di
     assert ".hydra/overrides.yaml" in hydra_files
 
 
+def test_selection_on_the_validation_probe(graphssl_cmd, cli_env, outputs_dir) -> None:
+    res = run_cli(
+        graphssl_cmd,
+        cli_env,
+        "dataset=sbm",
+        "model=grace",
+        "trainer.epochs=6",
+        "eval.select.every=2",
+        "eval.figures=false",
+        "logger.log_embeddings=false",
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "select/best_epoch" in res.stdout  # the summary table
+    client, runs = all_runs(outputs_dir)
+    (run,) = runs
+    assert run.info.status == "FINISHED"
+    assert run.data.params["eval.select.every"] == "2"
+    history = client.get_metric_history(run.info.run_id, "select/val_acc")
+    assert [m.step for m in history] == [1, 3, 5]
+    metrics = run.data.metrics
+    best = max(history, key=lambda m: m.value)
+    assert metrics["select/best_val_acc"] == best.value
+    assert metrics["select/best_epoch"] in (1, 3, 5)
+    assert metrics["select/measurements"] == 3
+    # the evaluated weights are the selected ones: the final probe sees the same validation score
+    assert metrics["probe/logreg/val_acc"] == pytest.approx(best.value)
+
+
 def test_multirun_two_by_two(graphssl_cmd, cli_env, outputs_dir, data_dir) -> None:
     res = run_cli(
         graphssl_cmd,

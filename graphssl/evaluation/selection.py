@@ -1,0 +1,187 @@
+"""Model selection on a probe's validation score, measured during training.
+
+Self-supervised objectives do not say when a representation is best: BGRL's CiteSeer embeddings
+peak after ~25 epochs and then degrade, while GRACE on Cora keeps improving past its paper's 200
+epochs (BENCHMARKS.md). :class:`ProbeSelection` measures a probe's *validation* score every
+``every`` epochs (and at the last epoch), keeps a copy of the weights of the best measurement,
+optionally stops after ``patience`` measurements without improvement, and hands the best
+weights back at the end, so that an epoch count no longer has to be tuned per dataset. The test
+split is never looked at. Nothing here logs to MLflow or imports :mod:`graphssl.methods`; the
+trainer callback is :class:`graphssl.tracking.selection.SelectionCallback`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from graphssl.evaluation.runner import Probe, SplitLike, run_probes
+from graphssl.training.checkpoint import capture_rng, restore_rng
+
+__all__ = ["ProbeSelection", "SelectionStep"]
+
+#: ``embed(model) -> (N, D)``: the embeddings to probe (eval mode, no gradients).
+EmbedFn = Callable[[nn.Module], Tensor]
+
+
+@dataclass(frozen=True)
+class SelectionStep:
+    """One measurement: the epoch (0-based), the validation score, and whether it is the best
+    so far."""
+
+    epoch: int
+    score: float
+    improved: bool
+
+
+class ProbeSelection:
+    """Keeps the weights whose embeddings score best on the validation split.
+
+    The score is ``<metric>`` of ``probe`` on the splits (their mean when there are several,
+    e.g. k folds), as :func:`~graphssl.evaluation.runner.run_probes` reports it. Measuring runs
+    with the global random generators saved and restored, so a run with selection trains
+    exactly the weights the same run without it trains.
+
+    Args:
+        embed: ``embed(model) -> (N, D)`` embeddings of the rows the splits index.
+        probe: anything with the probes' ``evaluate(z, y, train, val, test)`` (e.g.
+            :class:`~graphssl.evaluation.linear_probe.LogRegEvaluator`).
+        labels: ``(N,)`` labels of the rows.
+        splits: train/val/test index splits; the probe fits on ``train`` and is scored on
+            ``val``.
+        every: measure after epochs ``every-1, 2·every-1, …`` (1-based: every ``every``-th)
+            and after the last epoch.
+        metric: the probe's output key to select on (default: ``"val_acc"``).
+        mode: ``"max"`` or ``"min"`` (e.g. ``val_mae``) (default: ``"max"``).
+        patience: stop after this many measurements without improvement; ``None`` trains all
+            epochs (default: ``None``).
+        min_delta: an improvement must exceed the best score by more than this
+            (default: ``0.0``).
+
+    Raises:
+        ValueError: for ``every < 1``, ``patience < 1``, a negative ``min_delta`` or an unknown
+            ``mode``.
+    """
+
+    def __init__(
+        self,
+        embed: EmbedFn,
+        probe: Probe,
+        labels: Tensor,
+        splits: Sequence[SplitLike],
+        *,
+        every: int,
+        metric: str = "val_acc",
+        mode: str = "max",
+        patience: int | None = None,
+        min_delta: float = 0.0,
+    ) -> None:
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"eval.select.every must be a positive integer or null, got {every!r}")
+        if patience is not None and (isinstance(patience, bool) or patience < 1):
+            raise ValueError(f"eval.select.patience must be >= 1 or null, got {patience!r}")
+        if mode not in ("max", "min"):
+            raise ValueError(f"eval.select.mode must be 'max' or 'min', got {mode!r}")
+        if not min_delta >= 0:
+            raise ValueError(f"eval.select.min_delta must be >= 0, got {min_delta!r}")
+        if not metric.startswith("val_"):
+            raise ValueError(
+                f"eval.select.metric must be a validation metric of the probe (val_*), got "
+                f"{metric!r}: selecting on anything else leaks the test split or the training fit"
+            )
+        self.embed = embed
+        self.probe = probe
+        self.labels = labels
+        self.splits = list(splits)
+        self.every = every
+        self.metric = metric
+        self.mode = mode
+        self.patience = patience
+        self.min_delta = float(min_delta)
+        self.best_score = -math.inf if mode == "max" else math.inf
+        self.best_epoch = -1
+        self.best_state: dict[str, Tensor] | None = None
+        self.bad_measurements = 0
+        self.history: list[tuple[int, float]] = []
+        #: seconds spent measuring (extraction and probe)
+        self.seconds = 0.0
+
+    def due(self, epoch: int, last_epoch: int) -> bool:
+        """Whether ``epoch`` (0-based) is measured in a run whose last epoch is ``last_epoch``."""
+        return (epoch + 1) % self.every == 0 or epoch == last_epoch
+
+    def measure(self, model: nn.Module) -> float:
+        """The validation score of ``embed(model)``; leaves the global generators untouched."""
+        t0 = time.perf_counter()
+        rng = capture_rng()
+        try:
+            with torch.no_grad():
+                z = self.embed(model).detach().cpu()
+            out = run_probes(z, self.labels, self.splits, {"select": self.probe})
+        finally:
+            restore_rng(rng)
+            self.seconds += time.perf_counter() - t0
+        key = f"probe/select/{self.metric}"
+        if key not in out:
+            got = sorted(k.split("/", 2)[-1] for k in out)
+            raise ValueError(
+                f"eval.select.metric={self.metric!r} is not among the probe's outputs {got}"
+            )
+        return float(out[key])
+
+    def _better(self, score: float) -> bool:
+        if not math.isfinite(score):
+            return False
+        if self.mode == "max":
+            return score > self.best_score + self.min_delta
+        return score < self.best_score - self.min_delta
+
+    def step(self, model: nn.Module, epoch: int, last_epoch: int) -> SelectionStep | None:
+        """Measure when ``epoch`` is due; remember the weights when they are the best so far."""
+        if not self.due(epoch, last_epoch):
+            return None
+        score = self.measure(model)
+        self.history.append((epoch, score))
+        improved = self._better(score)
+        if improved:
+            self.best_score, self.best_epoch, self.bad_measurements = score, epoch, 0
+            self.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        else:
+            self.bad_measurements += 1
+        return SelectionStep(epoch, score, improved)
+
+    @property
+    def should_stop(self) -> bool:
+        """Whether ``patience`` measurements in a row did not improve."""
+        return self.patience is not None and self.bad_measurements >= self.patience
+
+    def restore_best(self, model: nn.Module) -> bool:
+        """Load the best weights into ``model``; ``False`` when nothing was measured."""
+        if self.best_state is None:
+            return False
+        model.load_state_dict(self.best_state)
+        return True
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps so that a resumed run selects as an uninterrupted one."""
+        return {
+            "best_score": self.best_score,
+            "best_epoch": self.best_epoch,
+            "best_state": self.best_state,
+            "bad_measurements": self.bad_measurements,
+            "history": [[e, s] for e, s in self.history],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.best_score = float(state["best_score"])
+        self.best_epoch = int(state["best_epoch"])
+        self.best_state = state["best_state"]
+        self.bad_measurements = int(state["bad_measurements"])
+        self.history = [(int(e), float(s)) for e, s in state["history"]]
