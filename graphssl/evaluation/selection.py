@@ -12,6 +12,7 @@ trainer callback is :class:`graphssl.tracking.selection.SelectionCallback`.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,10 +25,22 @@ from torch import Tensor, nn
 from graphssl.evaluation.runner import Probe, SplitLike, run_probes
 from graphssl.training.checkpoint import capture_rng, restore_rng
 
-__all__ = ["ProbeSelection", "SelectionStep"]
+__all__ = ["ProbeSelection", "SelectionStep", "shares_test_rows"]
+
+log = logging.getLogger(__name__)
 
 #: ``embed(model) -> (N, D)``: the embeddings to probe (eval mode, no gradients).
 EmbedFn = Callable[[nn.Module], Tensor]
+
+
+def shares_test_rows(splits: Sequence[SplitLike]) -> bool:
+    """Whether a row that one split tests on is fitted or validated on by another (k folds)."""
+    for i, s in enumerate(splits):
+        test = set(s.test.tolist())
+        for j, other in enumerate(splits):
+            if i != j and test & set(other.train.tolist() + other.val.tolist()):
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -44,7 +57,10 @@ class ProbeSelection:
     """Keeps the weights whose embeddings score best on the validation split.
 
     The score is ``<metric>`` of ``probe`` on the splits (their mean when there are several,
-    e.g. k folds), as :func:`~graphssl.evaluation.runner.run_probes` reports it. Measuring runs
+    e.g. k folds), as :func:`~graphssl.evaluation.runner.run_probes` reports it. With k folds
+    one epoch is chosen for all of them, and a fold's test rows are the other folds' train and
+    validation rows, so the choice is not independent of the test labels (a warning says so);
+    an unbiased k-fold estimate needs a fixed epoch count. Measuring runs
     with the global random generators saved and restored, so a run with selection trains
     exactly the weights the same run without it trains.
 
@@ -99,6 +115,13 @@ class ProbeSelection:
         self.probe = probe
         self.labels = labels
         self.splits = list(splits)
+        if len(self.splits) > 1 and shares_test_rows(self.splits):
+            log.warning(
+                "eval.select on %d splits whose test rows are other splits' train/val rows (k "
+                "folds): the epoch chosen for all of them depends on every label, so the k-fold "
+                "test accuracy is optimistic; use a fixed trainer.epochs for an unbiased estimate",
+                len(self.splits),
+            )
         self.every = every
         self.metric = metric
         self.mode = mode

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
+from torch_geometric.nn.inits import reset
 
 from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
 from graphssl.methods.losses import bootstrap_cosine
@@ -22,15 +23,6 @@ def cosine_ema_momentum(step: int, max_steps: int, base: float) -> float:
     if max_steps <= 1:
         return base
     return 1.0 - (1.0 - base) * (math.cos(math.pi * step / max_steps) + 1) / 2
-
-
-@torch.no_grad()
-def reset_parameters(module: nn.Module) -> None:
-    """Re-draw the initial weights of every submodule of ``module`` that can reset itself."""
-    for child in module.modules():
-        reset = getattr(child, "reset_parameters", None)
-        if child is not module and callable(reset):
-            reset()
 
 
 @torch.no_grad()
@@ -86,7 +78,8 @@ class BGRL(SSLMethod):
         self.online = encoder
         self.target = copy.deepcopy(encoder).requires_grad_(False)
         if reinit_target:
-            reset_parameters(self.target)
+            with torch.no_grad():  # each subtree that can reset itself draws once
+                reset(self.target)
         dim = int(encoder.out_channels)  # type: ignore[arg-type]
         self.predictor = MLPHead(dim, predictor_hidden, dim, batch_norm=predictor_batch_norm)
         self.augment1 = augment1 or edge_and_feature(0.3, 0.3)

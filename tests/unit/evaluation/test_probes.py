@@ -6,6 +6,7 @@ naive numpy solve), and every input error is checked to name the value received.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -114,6 +115,18 @@ def test_logreg_selects_the_best_validation_metric_and_strongest_on_ties() -> No
     probe = LogRegEvaluator(weight_decay=[1e-4, 1e-2, 0.0]).fit(x, y, train, val)
     assert set(probe.val_metrics_per_weight_decay_.values()) == {1.0}
     assert probe.weight_decay_ == 1e-2
+
+
+def test_logreg_warns_when_the_strongest_weight_decay_wins() -> None:
+    x, y, train, val, _ = _problem(noise=0.05)  # every strength is perfect: the strongest wins
+    with pytest.warns(
+        UserWarning, match=r"strongest weight decay of its grid \(1 of \[1\.0, 0\.0\]"
+    ):
+        LogRegEvaluator(weight_decay=[1.0, 0.0]).fit(x, y, train, val)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning: a single value, or the weakest (0) winning
+        LogRegEvaluator(weight_decay=1.0).fit(x, y, train, val)
+        LogRegEvaluator(weight_decay=[0.0]).fit(x, y, train, val)
 
 
 def test_logreg_is_deterministic_and_warm_start_reaches_the_cold_optimum() -> None:

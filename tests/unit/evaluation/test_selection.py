@@ -147,6 +147,21 @@ def test_several_splits_average_their_validation_scores() -> None:
     assert sel.measure(model) == pytest.approx(expected)
 
 
+def test_k_folds_warn_that_the_choice_sees_every_label(caplog) -> None:
+    folds = [
+        Split(train=torch.cat([f[:k], f[k + 1 :]]).flatten(), val=f[k][:5], test=f[k][5:])
+        for f in [torch.arange(N).view(4, -1)]
+        for k in range(4)
+    ]
+    with caplog.at_level("WARNING", logger="graphssl.evaluation.selection"):
+        ProbeSelection(embed, KNNEvaluator(k=5), labels(), folds, every=1)
+    assert "k-fold test accuracy is optimistic" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="graphssl.evaluation.selection"):
+        ProbeSelection(embed, KNNEvaluator(k=5), labels(), [split(), split()], every=1)
+    assert caplog.text == ""  # the same split twice: no test row is fitted on
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
