@@ -92,6 +92,26 @@ def test_eval_options_instantiate(eval_option: str) -> None:
     assert cfg.eval.extraction.encoder_source
 
 
+def test_readme_overrides_compose() -> None:
+    """The README's wider probe grid and model-selection commands compose as written."""
+    cfg = resolve_config(
+        compose_with(
+            "experiment=cca_ssg_citeseer",
+            "eval.probes.logreg.weight_decay=[100,30,10,3,1,0.3,0.1,0.01,0.001,0.0001,0.00001,0]",
+        )
+    )
+    assert instantiate(cfg.eval.probes.logreg).weight_decays[:2] == (100.0, 30.0)
+    cfg = resolve_config(
+        compose_with(
+            "experiment=grace_citeseer",
+            "trainer.epochs=400",
+            "eval.select.every=25",
+            "eval.select.patience=4",
+        )
+    )
+    assert (cfg.eval.select.every, cfg.eval.select.patience, cfg.trainer.epochs) == (25, 4, 400)
+
+
 def test_trainer_logger_paths() -> None:
     cfg = resolve_config(compose_with())
     assert isinstance(instantiate(cfg.trainer), Trainer)
