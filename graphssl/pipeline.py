@@ -295,14 +295,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
         timings = {"time/train_seconds": time.perf_counter() - t0}
 
         ev = resolved.eval
-        z, y = extract_embeddings(
-            method,
-            dm,
-            encoder_source=ev.extraction.encoder_source,
-            device=str(resolved.trainer.device),
-            mini_batch=bool(ev.extraction.mini_batch),
-            num_neighbors=ev.extraction.num_neighbors,
-        )
+        z, y = configured_extraction(resolved, method, dm)
         timings["time/extract_seconds"] = time.perf_counter() - t0 - timings["time/train_seconds"]
         metrics: dict[str, float] = dict(getattr(dm, "graph_stats", dict)())  # data/avg_degree
         if fit.epochs:
@@ -338,6 +331,21 @@ def run(cfg: DictConfig) -> dict[str, float]:
             _log_embeddings(tracker, z, y)
         print(summary_table(metrics, f"{_run_name(resolved)}  (MLflow run {tracker.run_id})"))
     return metrics
+
+
+def configured_extraction(
+    cfg: DictConfig, model: torch.nn.Module, dm: DataModule
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`extract_embeddings` with the run's ``eval.extraction`` settings and device."""
+    ex = cfg.eval.extraction
+    return extract_embeddings(
+        model,
+        dm,
+        encoder_source=ex.encoder_source,
+        device=str(cfg.trainer.device),
+        mini_batch=bool(ex.mini_batch),
+        num_neighbors=ex.num_neighbors,
+    )
 
 
 def _set_threads(num_threads: Any) -> None:
@@ -395,17 +403,9 @@ def _selection_callback(cfg: DictConfig, dm: DataModule, tracker: RunTracker) ->
             f"eval.select.every={every} selects on a probe's validation score, but dataset "
             f"{dm.name!r} has no labels; set eval.select.every=null"
         )
-    ev = cfg.eval
 
     def embed(model: torch.nn.Module) -> torch.Tensor:
-        return extract_embeddings(
-            model,
-            dm,
-            encoder_source=ev.extraction.encoder_source,
-            device=str(cfg.trainer.device),
-            mini_batch=bool(ev.extraction.mini_batch),
-            num_neighbors=ev.extraction.num_neighbors,
-        )[0]
+        return configured_extraction(cfg, model, dm)[0]
 
     selection = ProbeSelection(
         embed,
