@@ -36,9 +36,8 @@ EmbedFn = Callable[[nn.Module], Tensor]
 def shares_test_rows(splits: Sequence[SplitLike]) -> bool:
     """Whether a row that one split tests on is fitted or validated on by another (k folds)."""
     for i, s in enumerate(splits):
-        test = set(s.test.tolist())
         for j, other in enumerate(splits):
-            if i != j and test & set(other.train.tolist() + other.val.tolist()):
+            if i != j and bool(torch.isin(s.test, torch.cat([other.train, other.val])).any()):
                 return True
     return False
 
