@@ -2,10 +2,13 @@
 
 Composes ``conf/config.yaml`` with the given Hydra overrides, trains once, and every ``--every``
 epochs (and after the first) extracts the embeddings and prints the training loss and the
-validation and test accuracy of the default ``LogRegEvaluator`` (with ``--adam``, also the
-papers' ``AdamLinearEvaluator``). Seeded as ``graphssl`` seeds a run, so the last line equals
-the run's ``probe/logreg/*``. BENCHMARKS.md uses it to choose epoch counts on validation
-accuracy (BGRL, GRACE) and to follow GraphMAE's two initialisations.
+validation and test accuracy of the run's configured probes (``eval.probes``: ``logreg`` and
+``knn`` by default, plus any a preset adds, e.g. the BGRL presets' ``logreg_wide``; with
+``--adam``, also the papers' ``AdamLinearEvaluator``). Seeded as ``graphssl`` seeds a run, so
+the last line equals the run's ``probe/*`` when the run does not select its weights
+(``eval.select``; this script ignores it and shows the whole curve). BENCHMARKS.md uses it to
+choose epoch counts on validation accuracy (BGRL, GRACE) and to follow GraphMAE's two
+initialisations.
 
 Usage::
 
@@ -39,7 +42,6 @@ def probe_curve(
 
     from graphssl.evaluation.adam_probe import AdamLinearEvaluator
     from graphssl.evaluation.extraction import extract_embeddings
-    from graphssl.evaluation.linear_probe import LogRegEvaluator
     from graphssl.pipeline import build_datamodule, build_method, resolve_config
     from graphssl.training.trainer import Callback
     from graphssl.utils import seed_everything
@@ -53,7 +55,10 @@ def probe_curve(
     dm = build_datamodule(cfg)
     method = build_method(cfg, dm)
     split = dm.splits()[0]
-    probes: dict[str, Any] = {"LogRegEvaluator": LogRegEvaluator()}
+    # the run's configured probes (eval.probes: logreg, knn, and any a preset adds)
+    probes: dict[str, Any] = {
+        name: instantiate(probe) for name, probe in cfg.eval.probes.items() if probe is not None
+    }
     if adam:
         probes["Adam probe"] = AdamLinearEvaluator(seed=int(cfg.seed))
     source = cfg.eval.extraction.encoder_source

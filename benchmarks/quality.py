@@ -113,8 +113,8 @@ def overrides_for(
         "logger.log_embeddings=false",
         "logger.experiment_name=quality-benchmark",
         "trainer.progress=false",
-        "+eval.probes.logreg_wide._target_=graphssl.evaluation.linear_probe.LogRegEvaluator",
-        f"+eval.probes.logreg_wide.weight_decay=[{','.join(map(str, WIDE_GRID))}]",
+        "++eval.probes.logreg_wide._target_=graphssl.evaluation.linear_probe.LogRegEvaluator",
+        f"++eval.probes.logreg_wide.weight_decay=[{','.join(map(str, WIDE_GRID))}]",
         *(extra or []),
     ]
 

@@ -81,6 +81,9 @@ def test_experiment_composes(experiment: str) -> None:
     cfg = resolve_config(compose_with(f"experiment={experiment}"))
     assert OmegaConf.select(cfg, "model._target_")
     instantiate(cfg.dataset)
+    if cfg.eval.select.every is not None:  # a preset selecting weights names a probe it has
+        assert cfg.eval.select.probe in cfg.eval.probes, (experiment, cfg.eval.select.probe)
+        assert hasattr(instantiate(cfg.eval.probes[cfg.eval.select.probe]), "evaluate")
 
 
 @pytest.mark.parametrize("eval_option", options("eval"))
