@@ -12,7 +12,9 @@ methods (InfoGraph, GraphCL on MUTAG, PROTEINS, NCI1) report the 10-fold cross-v
 accuracy (the mean over folds of one seed; the table's ± is then over seeds) next to their
 papers' numbers. A last column gives, for context, the same embeddings under the papers' own
 evaluation, which tells a protocol difference from a method difference: for node methods
-``eval=papers`` (Adam, 300 epochs, the test accuracy of the best validation epoch), for graph
+``eval=papers`` (Adam, 300 epochs, the test accuracy of the best validation epoch; a preset
+may set it as its authors' code does on that dataset: GraphMAE's CiteSeer weight decay 0.01 in
+``graphmae_citeseer``), for graph
 methods ``eval=graph_papers`` (an RBF-kernel SVM with ``C`` grid-searched by 5-fold CV on each
 training fold, as InfoGraph's and GraphCL's code). A second column evaluates the same embeddings
 with a logistic-regression probe whose L2 grid reaches 100 (``WIDE_GRID``; the spec's default
@@ -29,6 +31,17 @@ gradient-free DeepWalk/node2vec fit) and, for runs that select their weights on 
 probe (``eval.select.every``), the mean selected epoch. ``--override`` appends Hydra overrides
 to every run, e.g. ``--override trainer.epochs=400 eval.select.every=25``. Real data comes
 from ``$GRAPHSSL_DATA_DIR`` (default: ``../shared/data`` beside the repository).
+
+``--store DIR`` keeps the runs in ``DIR`` (an MLflow store, browsable with ``graphssl-ui
+--outputs DIR``, with each run's embeddings as its ``embeddings.pt`` artifact) instead of a
+temporary folder. ``--reprobe`` then trains nothing: it evaluates the stored embeddings of the
+same (method, dataset, seed) runs under the probes configured now, so a probe change costs
+seconds instead of a retraining; a stored run whose training config differs from the one
+composed now (in anything but ``eval.probes``, ``eval.diagnostics`` and logging) is refused::
+
+    python benchmarks/quality.py --methods bgrl --datasets citeseer --store outputs/quality
+    python benchmarks/quality.py --methods bgrl --datasets citeseer --store outputs/quality \\
+        --reprobe --override eval.probes.adam.weight_decay=0.1
 """
 
 from __future__ import annotations
@@ -44,6 +57,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
@@ -85,16 +102,28 @@ GRAPH_DATASETS = frozenset(
 
 def papers_protocol(dataset: str) -> tuple[str, str]:
     """``(eval group option, metric)`` of the papers' own evaluation of ``dataset``: the Adam
-    linear layer of the node papers, or the SVM of the graph papers."""
+    linear layer of the node papers (a preset may set it as its authors' code does for that
+    dataset: ``graphmae_citeseer``), or the SVM of the graph papers."""
     if dataset in GRAPH_DATASETS:
         return "graph_papers", "probe/svc/test_acc"
     return "papers", "probe/adam/test_acc"
 
 
+def run_name(method: str, dataset: str, seed: int) -> str:
+    """The MLflow run name of one benchmark run (what ``--reprobe`` looks runs up by)."""
+    return f"{method}-{dataset}-seed{seed}"
+
+
 def overrides_for(
-    method: str, dataset: str, seed: int, outputs: Path, extra: list[str] | None = None
+    method: str,
+    dataset: str,
+    seed: int,
+    outputs: Path,
+    extra: list[str] | None = None,
+    keep_embeddings: bool = False,
 ) -> list[str]:
-    """Hydra overrides of one run: the tuned experiment when it exists, and quiet evaluation."""
+    """Hydra overrides of one run: the tuned experiment when it exists, and quiet evaluation
+    (the embeddings logged to MLflow only with ``keep_embeddings``)."""
     experiment = CONF / "experiment" / f"{method}_{dataset}.yaml"
     on_cora = CONF / "experiment" / f"{method}_cora.yaml"
     if experiment.is_file():
@@ -110,8 +139,9 @@ def overrides_for(
         f"eval={papers_protocol(dataset)[0]}",
         "eval.diagnostics.enabled=false",
         "eval.figures=false",
-        "logger.log_embeddings=false",
+        f"logger.log_embeddings={str(keep_embeddings).lower()}",
         "logger.experiment_name=quality-benchmark",
+        f"logger.run_name={run_name(method, dataset, seed)}",
         "trainer.progress=false",
         "++eval.probes.logreg_wide._target_=graphssl.evaluation.linear_probe.LogRegEvaluator",
         f"++eval.probes.logreg_wide.weight_decay=[{','.join(map(str, WIDE_GRID))}]",
@@ -122,7 +152,8 @@ def overrides_for(
 @dataclass
 class Result:
     """One run: test accuracy (%) of the probes, epochs trained, the selected epoch (1-based;
-    NaN without ``eval.select``), the wide probe's selected weight decay, and seconds."""
+    NaN without ``eval.select``), the wide probe's selected weight decay and validation
+    accuracy, and seconds."""
 
     ours: float
     wide: float
@@ -130,7 +161,44 @@ class Result:
     epochs: int
     selected: float
     wide_weight_decay: float
+    wide_val: float
     seconds: float
+
+
+def compose_run(
+    method: str,
+    dataset: str,
+    seed: int,
+    epochs_scale: float,
+    outputs: Path,
+    extra: list[str] | None = None,
+    keep_embeddings: bool = False,
+) -> DictConfig:
+    """The composed config of one run, its ``trainer.epochs`` scaled by ``epochs_scale``."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        overrides = overrides_for(method, dataset, seed, outputs, extra, keep_embeddings)
+        cfg = compose(config_name="config", overrides=overrides)
+    with open_dict(cfg):
+        cfg.trainer.epochs = max(1, round(int(cfg.trainer.epochs) * epochs_scale))
+    return cfg
+
+
+def result_of(metrics: dict[str, float], dataset: str, seconds: float, epochs: int) -> Result:
+    """The table's figures from one run's metrics."""
+    return Result(
+        ours=100.0 * float(metrics[METRIC]),
+        wide=100.0 * float(metrics.get(WIDE_METRIC, math.nan)),
+        papers=100.0 * float(metrics.get(papers_protocol(dataset)[1], math.nan)),
+        # epochs trained (early stopping may end sooner; a gradient-free fit logs one)
+        epochs=int(metrics.get("train/epochs", epochs)),
+        selected=float(metrics.get("select/best_epoch", math.nan)) + 1,
+        wide_weight_decay=float(metrics.get("probe/logreg_wide/weight_decay", math.nan)),
+        wide_val=100.0 * float(metrics.get("probe/logreg_wide/val_acc", math.nan)),
+        seconds=seconds,
+    )
 
 
 def run_one(
@@ -140,19 +208,12 @@ def run_one(
     epochs_scale: float,
     outputs: Path,
     extra: list[str] | None = None,
+    keep_embeddings: bool = False,
 ) -> Result:
     """Train and evaluate one configured run."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import open_dict
-
     from graphssl.pipeline import run
 
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        overrides = overrides_for(method, dataset, seed, outputs, extra)
-        cfg = compose(config_name="config", overrides=overrides)
-    epochs = max(1, round(int(cfg.trainer.epochs) * epochs_scale))
-    with open_dict(cfg):
-        cfg.trainer.epochs = epochs
+    cfg = compose_run(method, dataset, seed, epochs_scale, outputs, extra, keep_embeddings)
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the table
         metrics = run(cfg)
@@ -162,16 +223,107 @@ def run_one(
             f"{method} on {dataset} (seed {seed}) logged no {METRIC!r}; got "
             f"{sorted(k for k in metrics if k.startswith('probe/'))}"
         )
-    return Result(
-        ours=100.0 * float(metrics[METRIC]),
-        wide=100.0 * float(metrics.get(WIDE_METRIC, math.nan)),
-        papers=100.0 * float(metrics.get(papers_protocol(dataset)[1], math.nan)),
-        # epochs trained (early stopping may end sooner; a gradient-free fit logs one)
-        epochs=int(metrics.get("train/epochs", epochs)),
-        selected=float(metrics.get("select/best_epoch", math.nan)) + 1,
-        wide_weight_decay=float(metrics.get("probe/logreg_wide/weight_decay", math.nan)),
-        seconds=seconds,
+    return result_of(metrics, dataset, seconds, int(cfg.trainer.epochs))
+
+
+def training_config(cfg: DictConfig) -> dict[str, object]:
+    """The resolved keys that decide a run's embeddings: all but the probes, diagnostics,
+    figures, logging and output paths (what ``--reprobe`` may change)."""
+    from omegaconf import OmegaConf
+
+    from graphssl.pipeline import resolve_config
+    from graphssl.tracking.mlflow_store import flatten
+
+    after_training = ("eval.probes.", "eval.diagnostics.", "logger.", "paths.")
+    where = ("eval.figures", "resume", "trainer.progress", "dataset.data_dir", "dataset.cache_dir")
+    container = OmegaConf.to_container(resolve_config(cfg), resolve=True)
+    return {
+        k: v
+        for k, v in flatten(container).items()  # type: ignore[arg-type]
+        if not k.startswith(after_training) and k not in where
+    }
+
+
+def reprobe_one(
+    method: str,
+    dataset: str,
+    seed: int,
+    epochs_scale: float,
+    store: Path,
+    extra: list[str] | None = None,
+) -> Result:
+    """Evaluate the embeddings a ``--store`` run logged under the probes configured now.
+
+    Raises:
+        LookupError: no finished run of ``(method, dataset, seed)`` with embeddings in ``store``.
+        ValueError: the stored run was trained under another config than the one composed now
+            (beyond the probes, diagnostics and logging).
+    """
+    import torch
+    from hydra.utils import instantiate
+    from mlflow.tracking import MlflowClient
+    from omegaconf import DictConfig, OmegaConf
+
+    from graphssl.evaluation.runner import run_probes
+    from graphssl.pipeline import build_datamodule, probe_configs, resolve_config
+    from graphssl.tracking.context import tracking_settings
+
+    cfg = compose_run(method, dataset, seed, epochs_scale, store, extra, keep_embeddings=True)
+    resolved = resolve_config(cfg)
+    settings = tracking_settings(resolved)
+    client = MlflowClient(settings["tracking_uri"])
+    exp = client.get_experiment_by_name(settings["experiment_name"])
+    name = run_name(method, dataset, seed)
+    runs = (
+        client.search_runs(
+            [exp.experiment_id],
+            filter_string=f"tags.mlflow.runName = '{name}' and attributes.status = 'FINISHED'",
+            order_by=["attributes.start_time DESC"],
+        )
+        if exp is not None
+        else []
     )
+    stored = next(
+        (r for r in runs if "embeddings.sha256" in r.data.tags),
+        None,
+    )
+    if stored is None:
+        raise LookupError(
+            f"no finished run {name!r} with embeddings in {settings['tracking_uri']} "
+            f"(experiment {settings['experiment_name']!r}); expected one from an earlier "
+            f"`quality.py --store {store}` with the same methods, datasets and seeds"
+        )
+    run_id = stored.info.run_id
+    with tempfile.TemporaryDirectory() as tmp:
+        config_file = client.download_artifacts(run_id, "config.yaml", tmp)
+        stored_cfg = OmegaConf.load(config_file)
+        assert isinstance(stored_cfg, DictConfig)
+        trained = training_config(stored_cfg)
+        payload = torch.load(
+            client.download_artifacts(run_id, "embeddings.pt", tmp), weights_only=True
+        )
+    now = training_config(cfg)
+    differ = sorted(k for k in trained.keys() | now.keys() if trained.get(k) != now.get(k))
+    if differ:
+        shown = ", ".join(f"{k}: {trained.get(k)!r} -> {now.get(k)!r}" for k in differ[:8])
+        raise ValueError(
+            f"run {run_id} ({name}) was trained under another config than the one composed "
+            f"now ({len(differ)} keys differ: {shown}); --reprobe may change only eval.probes "
+            f"and eval.diagnostics — train again without --reprobe"
+        )
+    dm = build_datamodule(resolved)
+    probes = {
+        k: instantiate(p)
+        for k, p in probe_configs(
+            resolved.eval.probes, getattr(dm, "task", "classification")
+        ).items()
+    }
+    t0 = time.perf_counter()
+    metrics = {
+        **stored.data.metrics,
+        **run_probes(payload["embeddings"], payload["labels"], dm.splits(), probes),
+    }
+    return result_of(metrics, dataset, time.perf_counter() - t0, int(cfg.trainer.epochs))
 
 
 def fmt(values: list[float]) -> str:
@@ -214,11 +366,30 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="Hydra overrides appended to every run (e.g. eval.select.every=25)",
     )
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep the runs (MLflow store, checkpoints) and their embeddings in DIR instead of "
+        "a temporary folder, so that --reprobe can evaluate them again",
+    )
+    parser.add_argument(
+        "--reprobe",
+        action="store_true",
+        help="do not train: evaluate the embeddings of the runs in --store under the probes "
+        "configured now (e.g. with --override eval.probes.adam.weight_decay=0.01)",
+    )
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.epochs_scale <= 0:
         parser.error("--seeds must be >= 1 and --epochs-scale > 0")
+    if args.reprobe and args.store is None:
+        parser.error("--reprobe evaluates the runs of a --store DIR; pass --store")
+    if args.reprobe and not args.store.is_dir():
+        parser.error(f"--store {args.store} is not a directory; expected the DIR of an earlier run")
 
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     os.environ.pop("MLFLOW_TRACKING_URI", None)  # the temporary store below, never a real one
     if "GRAPHSSL_DATA_DIR" not in os.environ and (REPO.parent / "shared" / "data").is_dir():
         os.environ["GRAPHSSL_DATA_DIR"] = str(REPO.parent / "shared" / "data")
@@ -229,21 +400,44 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
 
     rows = []
-    with tempfile.TemporaryDirectory(prefix="graphssl-quality-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.store is not None:
+            outputs = args.store.absolute()
+        else:
+            outputs = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="graphssl-quality-"))
+            )
         for method in args.methods:
             for dataset in args.datasets:
                 results: list[Result] = []
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
-                    r = run_one(method, dataset, seed, args.epochs_scale, Path(tmp), args.override)
+                    if args.reprobe:
+                        try:
+                            r = reprobe_one(
+                                method, dataset, seed, args.epochs_scale, outputs, args.override
+                            )
+                        except (LookupError, ValueError) as e:
+                            parser.exit(2, f"quality.py: error: {e}\n")
+                    else:
+                        r = run_one(
+                            method,
+                            dataset,
+                            seed,
+                            args.epochs_scale,
+                            outputs,
+                            args.override,
+                            keep_embeddings=args.store is not None,
+                        )
                     results.append(r)
                     chosen = (
                         f", weights of epoch {r.selected:.0f}" if math.isfinite(r.selected) else ""
                     )
                     print(
                         f"# {method} {dataset} seed {seed}: test_acc {r.ours:.2f} "
-                        f"(wide grid {r.wide:.2f} at weight decay {r.wide_weight_decay:g}; "
+                        f"(wide grid {r.wide:.2f} at weight decay {r.wide_weight_decay:g}, "
+                        f"val {r.wide_val:.2f}; "
                         f"papers' probe {r.papers:.2f}; {r.epochs} epochs{chosen}, "
-                        f"{r.seconds:.0f} s)",
+                        f"{r.seconds:.0f} s{', re-probed' if args.reprobe else ''})",
                         file=sys.stderr,
                         flush=True,
                     )
