@@ -36,8 +36,10 @@ from ``$GRAPHSSL_DATA_DIR`` (default: ``../shared/data`` beside the repository).
 --outputs DIR``, with each run's embeddings as its ``embeddings.pt`` artifact) instead of a
 temporary folder. ``--reprobe`` then trains nothing: it evaluates the stored embeddings of the
 same (method, dataset, seed) runs under the probes configured now, so a probe change costs
-seconds instead of a retraining; a stored run whose training config differs from the one
-composed now (in anything but ``eval.probes``, ``eval.diagnostics`` and logging) is refused::
+seconds instead of a retraining (the table's s / run is then the probes' time). It uses the
+newest stored run whose training config is the one composed now: the probes (but not the one
+``eval.select`` chooses the weights with), diagnostics, figures and logging may differ, nothing
+else::
 
     python benchmarks/quality.py --methods bgrl --datasets citeseer --store outputs/quality
     python benchmarks/quality.py --methods bgrl --datasets citeseer --store outputs/quality \\
@@ -243,22 +245,60 @@ def run_one(
     return result_of(metrics, method, dataset, seconds, int(cfg.trainer.epochs))
 
 
+class ReprobeError(Exception):
+    """``--reprobe`` found no stored run to evaluate again (its message says why)."""
+
+
+#: Keys that do not change a run's embeddings besides ``eval.probes.*`` (all of it but the
+#: probe that ``eval.select`` chooses the weights with), ``eval.diagnostics.*``, ``logger.*``
+#: and ``paths.*``: what ``--reprobe`` may differ in from the stored run.
+REPROBE_FREE = (
+    "eval.figures",
+    "eval.diag_every",
+    "eval.diag_subset",
+    "resume",
+    "fail_fast",
+    "optimized_metric",
+    "trainer.progress",
+    "trainer.checkpoint_every",
+    "dataset.data_dir",
+    "dataset.cache_dir",
+)
+_FREE_PREFIXES = ("eval.diagnostics.", "eval.collapse.", "logger.", "paths.")
+
+
 def training_config(cfg: DictConfig) -> dict[str, object]:
-    """The resolved keys that decide a run's embeddings: all but the probes, diagnostics,
-    figures, logging and output paths (what ``--reprobe`` may change)."""
+    """The resolved keys that decide a run's embeddings: all but :data:`REPROBE_FREE`, the
+    diagnostics, logging, paths and the probes — except the one ``eval.select`` picks the
+    weights with, which shapes the embeddings."""
     from omegaconf import OmegaConf
 
     from graphssl.pipeline import resolve_config
     from graphssl.tracking.mlflow_store import flatten
 
-    after_training = ("eval.probes.", "eval.diagnostics.", "logger.", "paths.")
-    where = ("eval.figures", "resume", "trainer.progress", "dataset.data_dir", "dataset.cache_dir")
-    container = OmegaConf.to_container(resolve_config(cfg), resolve=True)
+    resolved = resolve_config(cfg)
+    select = resolved.eval.get("select") or {}
+    kept = (
+        f"eval.probes.{select.get('probe', 'logreg')}." if select.get("every") is not None else None
+    )
+    container = OmegaConf.to_container(resolved, resolve=True)
     return {
         k: v
         for k, v in flatten(container).items()  # type: ignore[arg-type]
-        if not k.startswith(after_training) and k not in where
+        if k not in REPROBE_FREE
+        and not k.startswith(_FREE_PREFIXES)
+        and (not k.startswith("eval.probes.") or (kept is not None and k.startswith(kept)))
     }
+
+
+def config_differences(trained: dict[str, object], now: dict[str, object]) -> list[str]:
+    """``key: stored -> now`` for every key whose value (or presence) differs."""
+    missing = "<absent>"
+    return [
+        f"{k}: {trained.get(k, missing)!r} -> {now.get(k, missing)!r}"
+        for k in sorted(trained.keys() | now.keys())
+        if k not in trained or k not in now or trained[k] != now[k]
+    ]
 
 
 def reprobe_one(
@@ -269,12 +309,13 @@ def reprobe_one(
     store: Path,
     extra: list[str] | None = None,
 ) -> Result:
-    """Evaluate the embeddings a ``--store`` run logged under the probes configured now.
+    """Evaluate the embeddings a ``--store`` run logged under the probes configured now: the
+    newest finished run of ``(method, dataset, seed)`` whose training config is the one
+    composed now (:func:`training_config`).
 
     Raises:
-        LookupError: no finished run of ``(method, dataset, seed)`` with embeddings in ``store``.
-        ValueError: the stored run was trained under another config than the one composed now
-            (beyond the probes, diagnostics and logging).
+        ReprobeError: ``store`` holds no such run (none of that name with embeddings, or none
+            trained under this config), or its embeddings do not fit the dataset.
     """
     import torch
     from hydra.utils import instantiate
@@ -291,44 +332,62 @@ def reprobe_one(
     client = MlflowClient(settings["tracking_uri"])
     exp = client.get_experiment_by_name(settings["experiment_name"])
     name = run_name(method, dataset, seed)
-    runs = (
-        client.search_runs(
-            [exp.experiment_id],
-            filter_string=f"tags.mlflow.runName = '{name}' and attributes.status = 'FINISHED'",
-            order_by=["attributes.start_time DESC"],
+    runs = [
+        r
+        for r in (
+            client.search_runs(
+                [exp.experiment_id],
+                filter_string=f"tags.mlflow.runName = '{name}' and attributes.status = 'FINISHED'",
+                order_by=["attributes.start_time DESC"],
+            )
+            if exp is not None
+            else []
         )
-        if exp is not None
-        else []
-    )
-    stored = next(
-        (r for r in runs if "embeddings.sha256" in r.data.tags),
-        None,
-    )
-    if stored is None:
-        raise LookupError(
+        if "embeddings.sha256" in r.data.tags
+    ]
+    if not runs:
+        raise ReprobeError(
             f"no finished run {name!r} with embeddings in {settings['tracking_uri']} "
             f"(experiment {settings['experiment_name']!r}); expected one from an earlier "
             f"`quality.py --store {store}` with the same methods, datasets and seeds"
         )
-    run_id = stored.info.run_id
-    with tempfile.TemporaryDirectory() as tmp:
-        config_file = client.download_artifacts(run_id, "config.yaml", tmp)
-        stored_cfg = OmegaConf.load(config_file)
-        assert isinstance(stored_cfg, DictConfig)
-        trained = training_config(stored_cfg)
-        payload = torch.load(
-            client.download_artifacts(run_id, "embeddings.pt", tmp), weights_only=True
-        )
     now = training_config(cfg)
-    differ = sorted(k for k in trained.keys() | now.keys() if trained.get(k) != now.get(k))
-    if differ:
-        shown = ", ".join(f"{k}: {trained.get(k)!r} -> {now.get(k)!r}" for k in differ[:8])
-        raise ValueError(
-            f"run {run_id} ({name}) was trained under another config than the one composed "
-            f"now ({len(differ)} keys differ: {shown}); --reprobe may change only eval.probes "
-            f"and eval.diagnostics — train again without --reprobe"
-        )
+    newest_differences: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, candidate in enumerate(runs):
+            folder = Path(tmp) / str(i)
+            folder.mkdir()
+            stored_cfg = OmegaConf.load(
+                client.download_artifacts(candidate.info.run_id, "config.yaml", str(folder))
+            )
+            assert isinstance(stored_cfg, DictConfig)
+            differences = config_differences(training_config(stored_cfg), now)
+            if not differences:
+                stored = candidate
+                payload = torch.load(
+                    client.download_artifacts(stored.info.run_id, "embeddings.pt", str(folder)),
+                    weights_only=True,
+                )
+                break
+            newest_differences = newest_differences or differences
+        else:
+            shown = ", ".join(newest_differences[:8])
+            raise ReprobeError(
+                f"none of the {len(runs)} stored runs {name!r} was trained under the config "
+                f"composed now; the newest, {runs[0].info.run_id}, differs in "
+                f"{len(newest_differences)} keys ({shown}). --reprobe may change the probes "
+                f"(but not the one eval.select chooses weights with), diagnostics, figures and "
+                f"logging only — train again without --reprobe"
+            )
     dm = build_datamodule(resolved)
+    z, y = payload["embeddings"], payload["labels"]
+    expected = getattr(dm, "labels", None)
+    if expected is not None and (y is None or not torch.equal(y.cpu(), expected.cpu())):
+        raise ReprobeError(
+            f"run {stored.info.run_id} ({name}) stored {tuple(z.shape)} embeddings whose labels "
+            f"differ from the dataset's ({tuple(expected.shape)} labels from "
+            f"{resolved.dataset.get('data_dir')}); expected the data the run was trained on"
+        )
     probes = {
         k: instantiate(p)
         for k, p in probe_configs(
@@ -336,10 +395,8 @@ def reprobe_one(
         ).items()
     }
     t0 = time.perf_counter()
-    metrics = {
-        **stored.data.metrics,
-        **run_probes(payload["embeddings"], payload["labels"], dm.splits(), probes),
-    }
+    trained_metrics = {k: v for k, v in stored.data.metrics.items() if not k.startswith("probe/")}
+    metrics = {**trained_metrics, **run_probes(z, y, dm.splits(), probes)}
     return result_of(metrics, method, dataset, time.perf_counter() - t0, int(cfg.trainer.epochs))
 
 
@@ -433,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
                             r = reprobe_one(
                                 method, dataset, seed, args.epochs_scale, outputs, args.override
                             )
-                        except (LookupError, ValueError) as e:
+                        except ReprobeError as e:
                             parser.exit(2, f"quality.py: error: {e}\n")
                     else:
                         r = run_one(
@@ -481,7 +538,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"| {method} | {dataset} | {trained} | {len(accs)} | {fmt(accs)} "
             f"| {fmt([r.wide for r in results])} | {pub} | {diff} "
-            f"| {fmt([r.papers for r in results])} ({results[-1].papers_probe}) | {sec:.0f} |"
+            f"| {fmt([r.papers for r in results])} "
+            f"({', '.join(sorted({r.papers_probe for r in results}))}) | {sec:.0f} |"
         )
     return 0 if all(math.isfinite(r.ours) for _, _, rs in rows for r in rs) else 1
 

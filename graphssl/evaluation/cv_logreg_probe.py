@@ -10,7 +10,10 @@ the validation split); this one exists to tell protocol differences from method 
 next to GRACE's published numbers (``benchmarks/quality.py``; the GRACE presets log it as
 ``probe/grace/*``).
 
-Two details differ from the reference, on purpose: the reference one-hot encodes the labels, so
+GRACE evaluates on a random split (10 % of the nodes for training, the rest for testing),
+``benchmarks/quality.py`` on the public Planetoid split (20 training nodes per class), as the
+GraphMAE paper's table does. Two details of the probe differ from the reference, on purpose:
+the reference one-hot encodes the labels, so
 its grid search scores the *multilabel* predictions (a row counts as right only when exactly
 its class clears 0.5), while here every fold is scored by the accuracy of the arg-max class —
 what the reference reports on the test rows; and the inner folds are stratified and seeded
@@ -63,7 +66,7 @@ class CVLogRegEvaluator:
         if isinstance(inner_folds, bool) or not isinstance(inner_folds, int) or inner_folds < 2:
             raise ValueError(f"inner_folds must be an integer >= 2, got {inner_folds!r}")
         if not isinstance(normalize, bool):
-            raise TypeError(f"normalize must be true or false, got {normalize!r}")
+            raise ValueError(f"normalize must be true or false, got {normalize!r}")
         self.C = grid
         self.normalize = normalize
         self.inner_folds = inner_folds
@@ -131,6 +134,6 @@ class CVLogRegEvaluator:
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(C=[{len(self.C)} values], normalize={self.normalize}, "
+            f"{type(self).__name__}(C={self.C}, normalize={self.normalize}, "
             f"inner_folds={self.inner_folds}, seed={self.seed})"
         )

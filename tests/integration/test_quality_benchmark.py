@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -17,13 +18,14 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def quality() -> ModuleType:
+def quality() -> Iterator[ModuleType]:
     spec = importlib.util.spec_from_file_location("quality", REPO / "benchmarks" / "quality.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["quality"] = module  # dataclasses resolve their module by name
     spec.loader.exec_module(module)
-    return module
+    yield module
+    sys.modules.pop("quality", None)
 
 
 @pytest.fixture
@@ -35,8 +37,18 @@ def store(
     out.mkdir()
     shutil.copyfile(_mlflow_template, out / "mlflow.db")
     monkeypatch.setenv("GRAPHSSL_DATA_DIR", str(data_dir))
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # main() drops it; restored after
+    # main() drops the first and sets the second; monkeypatch restores both after the test
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     return out
+
+
+def run_count(store: Path) -> int:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("quality-benchmark")
+    return 0 if exp is None else len(client.search_runs([exp.experiment_id]))
 
 
 # DGI's CiteSeer preset, 3 of its 300 epochs: a few seconds a seed
@@ -58,11 +70,13 @@ def test_reprobe_reproduces_the_stored_runs_and_applies_new_probes(
     # ours, wide grid, papers' probe
     assert trained[4] != "—" and trained[5] != "—" and trained[8] != "—"
 
+    assert run_count(store) == 2
     assert quality.main([*ARGS, "--store", str(store), "--reprobe"]) == 0
     captured = capsys.readouterr()
     again = table_row(captured.out)
     assert again[4:9] == trained[4:9]  # the same embeddings under the same (deterministic) probes
     assert captured.err.count("re-probed") == 2
+    assert run_count(store) == 2  # re-probing trains nothing and logs no run
 
     # a stronger weight decay for the papers' probe changes only its column
     override = ["--override", "eval.probes.adam.weight_decay=10.0"]
@@ -85,13 +99,59 @@ def test_reprobe_refuses_other_training_and_missing_runs(
         )
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "trained under another config" in err and "model." in err
+    assert "none of the 1 stored runs" in err and "model.optimizer.lr: 0.001 -> 0.5" in err
 
     with pytest.raises(SystemExit) as exit_info:  # seed 7 was never trained into this store
         quality.main([*one_seed, "--first-seed", "7", "--store", str(store), "--reprobe"])
     assert exit_info.value.code == 2
     assert "no finished run 'dgi-citeseer-seed7'" in capsys.readouterr().err
 
-    with pytest.raises(SystemExit):  # --reprobe without a store
+    with pytest.raises(SystemExit) as exit_info:  # --reprobe without a store
         quality.main([*one_seed, "--reprobe"])
+    assert exit_info.value.code == 2
     assert "pass --store" in capsys.readouterr().err
+
+
+def test_reprobe_takes_the_stored_run_of_the_same_training(
+    quality: ModuleType, store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two stored runs of one name (3 and 6 epochs): each reprobe finds its own, newest first;
+    a changed selection probe is a different training."""
+    one_seed = ["--methods", "dgi", "--datasets", "citeseer", "--seeds", "1"]
+    for scale in ("0.01", "0.02"):
+        assert quality.main([*one_seed, "--epochs-scale", scale, "--store", str(store)]) == 0
+    trained = [table_row(out) for out in capsys.readouterr().out.split("| method |")[1:]]
+    assert [row[2] for row in trained] == ["3", "6"]
+    for scale, row in zip(("0.01", "0.02"), trained, strict=True):
+        assert (
+            quality.main([*one_seed, "--epochs-scale", scale, "--store", str(store), "--reprobe"])
+            == 0
+        )
+        assert table_row(capsys.readouterr().out)[2:9] == row[2:9]
+
+    selecting = ["--override", "eval.select.every=2"]
+    assert (
+        quality.main([*one_seed, "--epochs-scale", "0.01", "--store", str(store), *selecting]) == 0
+    )
+    capsys.readouterr()
+    with pytest.raises(SystemExit):  # the probe that chose the weights may not change
+        quality.main(
+            [
+                *one_seed,
+                "--epochs-scale",
+                "0.01",
+                "--store",
+                str(store),
+                "--reprobe",
+                *selecting,
+                "eval.probes.logreg.weight_decay=[1.0]",
+            ]
+        )
+    assert "eval.probes.logreg.weight_decay" in capsys.readouterr().err
+
+
+def test_papers_column_prefers_the_methods_own_probe(quality: ModuleType) -> None:
+    metrics = {"probe/adam/test_acc": 0.7, "probe/grace/test_acc": 0.71}
+    assert quality.papers_metric("grace", "citeseer", metrics) == ("grace", "probe/grace/test_acc")
+    assert quality.papers_metric("dgi", "citeseer", metrics) == ("adam", "probe/adam/test_acc")
+    assert quality.papers_metric("graphcl", "mutag", {}) == ("svc", "probe/svc/test_acc")
