@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphssl.evaluation.linear_probe import (
-    ArrayLike,
-    _class_labels,
-    _encode_classes,
-    _prepare_inputs,
+from graphssl.evaluation._grid_search import (
+    check_inner_folds,
+    positive_grid,
+    stratified_grid_search,
 )
+from graphssl.evaluation.linear_probe import ArrayLike, _class_labels, _prepare_inputs
 
 __all__ = ["GRACE_C_GRID", "CVLogRegEvaluator"]
 
@@ -60,16 +60,11 @@ class CVLogRegEvaluator:
         inner_folds: int = 5,
         seed: int = 0,
     ) -> None:
-        grid = [float(c) for c in C]
-        if not grid or any(not (c > 0 and np.isfinite(c)) for c in grid):
-            raise ValueError(f"C must be a non-empty list of positive numbers, got {list(C)!r}")
-        if isinstance(inner_folds, bool) or not isinstance(inner_folds, int) or inner_folds < 2:
-            raise ValueError(f"inner_folds must be an integer >= 2, got {inner_folds!r}")
         if not isinstance(normalize, bool):
             raise ValueError(f"normalize must be true or false, got {normalize!r}")
-        self.C = grid
+        self.C = positive_grid(C)
         self.normalize = normalize
-        self.inner_folds = inner_folds
+        self.inner_folds = check_inner_folds(inner_folds)
         self.seed = seed
 
     def evaluate(
@@ -88,7 +83,6 @@ class CVLogRegEvaluator:
             and the selected ``C``.
         """
         from sklearn.linear_model import LogisticRegression
-        from sklearn.model_selection import GridSearchCV, StratifiedKFold
         from sklearn.multiclass import OneVsRestClassifier
 
         x, y, idx = _prepare_inputs(
@@ -98,26 +92,19 @@ class CVLogRegEvaluator:
         )
         rows = {k.removesuffix("_mask"): v for k, v in idx.items()}
         y = _class_labels(y, torch.cat(list(rows.values())))
-        _, encoded = _encode_classes(y[rows["train"]])
-        smallest = int(torch.bincount(encoded).min())
-        folds = min(self.inner_folds, smallest)
-        if folds < 2:
-            raise ValueError(
-                f"CVLogRegEvaluator needs at least 2 training rows of every class for its inner "
-                f"cross-validation; the rarest class has {smallest}"
-            )
         if self.normalize:
             x = torch.nn.functional.normalize(x, dim=1)
         x_np, y_np = x.cpu().numpy(), y.cpu().numpy()
         part = {k: v.cpu().numpy() for k, v in rows.items()}
-        search = GridSearchCV(
+        search = stratified_grid_search(
             OneVsRestClassifier(LogisticRegression(solver="liblinear")),
             {"estimator__C": self.C},
-            cv=StratifiedKFold(folds, shuffle=True, random_state=self.seed),
-            scoring="accuracy",
-            n_jobs=1,
+            x_np[part["train"]],
+            y[rows["train"]],
+            inner_folds=self.inner_folds,
+            seed=self.seed,
+            probe=type(self).__name__,
         )
-        search.fit(x_np[part["train"]], y_np[part["train"]])
         model = search.best_estimator_
 
         def accuracy(split: str) -> float:

@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphssl.evaluation.linear_probe import (
-    ArrayLike,
-    _class_labels,
-    _encode_classes,
-    _prepare_inputs,
+from graphssl.evaluation._grid_search import (
+    check_inner_folds,
+    positive_grid,
+    stratified_grid_search,
 )
+from graphssl.evaluation.linear_probe import ArrayLike, _class_labels, _prepare_inputs
 
 __all__ = ["SVCEvaluator"]
 
@@ -49,16 +49,11 @@ class SVCEvaluator:
         inner_folds: int = 5,
         seed: int = 0,
     ) -> None:
-        grid = [float(c) for c in C]
-        if not grid or any(not (c > 0 and np.isfinite(c)) for c in grid):
-            raise ValueError(f"C must be a non-empty list of positive numbers, got {list(C)!r}")
         if kernel not in _KERNELS:
             raise ValueError(f"kernel must be one of {_KERNELS}, got {kernel!r}")
-        if isinstance(inner_folds, bool) or not isinstance(inner_folds, int) or inner_folds < 2:
-            raise ValueError(f"inner_folds must be an integer >= 2, got {inner_folds!r}")
-        self.C = grid
+        self.C = positive_grid(C)
         self.kernel = kernel
-        self.inner_folds = inner_folds
+        self.inner_folds = check_inner_folds(inner_folds)
         self.seed = seed
 
     def evaluate(
@@ -75,7 +70,6 @@ class SVCEvaluator:
             ``train_acc`` (of the refitted model on ``train ∪ val``), ``val_acc`` (the best
             mean inner-CV accuracy), ``test_acc`` and the selected ``C``.
         """
-        from sklearn.model_selection import GridSearchCV, StratifiedKFold
         from sklearn.svm import SVC
 
         x, y, idx = _prepare_inputs(
@@ -85,25 +79,18 @@ class SVCEvaluator:
         )
         fit_rows = torch.cat([idx["train_mask"], idx["val_mask"]])
         y = _class_labels(y, torch.cat([fit_rows, idx["test_mask"]]))
-        _, encoded = _encode_classes(y[fit_rows])
-        counts = torch.bincount(encoded)
-        folds = min(self.inner_folds, int(counts.min()))
-        if folds < 2:
-            raise ValueError(
-                f"SVCEvaluator needs at least 2 training rows of every class for its inner "
-                f"cross-validation; the rarest class has {int(counts.min())}"
-            )
         x_np = x.cpu().numpy()
         y_np = y.cpu().numpy()
         fit_np, test_np = fit_rows.cpu().numpy(), idx["test_mask"].cpu().numpy()
-        search = GridSearchCV(
+        search = stratified_grid_search(
             SVC(kernel=self.kernel),
             {"C": self.C},
-            cv=StratifiedKFold(folds, shuffle=True, random_state=self.seed),
-            scoring="accuracy",
-            n_jobs=1,
+            x_np[fit_np],
+            y[fit_rows],
+            inner_folds=self.inner_folds,
+            seed=self.seed,
+            probe=type(self).__name__,
         )
-        search.fit(x_np[fit_np], y_np[fit_np])
         model = search.best_estimator_
         test_acc = (
             float(np.mean(model.predict(x_np[test_np]) == y_np[test_np])) if test_np.size else 0.0
