@@ -1,13 +1,14 @@
 """The papers' own linear evaluation: a linear layer trained with Adam, early-stopped on validation.
 
-The reference code of DGI, GRACE, CCA-SSG and GraphMAE evaluates node embeddings this way
+The reference code of DGI, CCA-SSG and GraphMAE evaluates node embeddings this way
 (e.g. ``graphmae/evaluation.py`` of THUDM/GraphMAE): a ``Linear(D, C)`` on the raw (not
 standardised) embeddings, full-batch cross-entropy on the training rows, Adam with L2 weight
 decay for a fixed number of epochs, and the test accuracy of the epoch with the best validation
 accuracy (ties go to the later epoch). graphssl's default probe is
 :class:`~graphssl.evaluation.linear_probe.LogRegEvaluator` (deterministic L-BFGS, L2 strength
 selected on validation); this one exists to tell protocol differences from method differences
-when comparing with published numbers (``benchmarks/quality.py``).
+when comparing with published numbers (``benchmarks/quality.py``). GRACE's code evaluates
+differently: :class:`~graphssl.evaluation.cv_logreg_probe.CVLogRegEvaluator`.
 
 Because it trains on the raw embeddings for a fixed number of steps, this protocol is not
 invariant to the embeddings' scale: on embeddings with row norms of a few hundredths (GraphDINO
