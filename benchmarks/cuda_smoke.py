@@ -28,7 +28,7 @@ from hydra.utils import instantiate
 
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.runner import run_probes
-from graphssl.pipeline import build_datamodule, build_method, probe_configs, resolve_config
+from graphssl.pipeline import build_datamodule, build_method, build_probes, resolve_config
 from graphssl.utils import seed_everything
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -121,13 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             check(bool(torch.isfinite(z).all()), f"{kind} embeddings finite", failures)
 
-        probes = {
-            name: instantiate(pc)
-            for name, pc in probe_configs(
-                cfg.eval.probes, getattr(dm, "task", "classification")
-            ).items()
-        }
-        metrics = run_probes(z, y, dm.splits(), probes)
+        metrics = run_probes(z, y, dm.splits(), build_probes(cfg.eval.probes, dm))
         for key in sorted(k for k in metrics if k.endswith("test_acc")):
             print(f"  probe {key} = {metrics[key]:.4f}")
         acc = metrics.get("probe/logreg/test_acc", float("nan"))

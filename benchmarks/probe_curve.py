@@ -42,7 +42,7 @@ def probe_curve(
 
     from graphssl.evaluation.adam_probe import AdamLinearEvaluator
     from graphssl.evaluation.extraction import extract_embeddings
-    from graphssl.pipeline import build_datamodule, build_method, probe_configs, resolve_config
+    from graphssl.pipeline import build_datamodule, build_method, build_probes, resolve_config
     from graphssl.training.trainer import Callback
     from graphssl.utils import seed_everything
 
@@ -56,10 +56,7 @@ def probe_curve(
     method = build_method(cfg, dm)
     split = dm.splits()[0]
     # the run's configured probes that fit its task, as the run builds them
-    probes: dict[str, Any] = {
-        name: instantiate(p)
-        for name, p in probe_configs(cfg.eval.probes, getattr(dm, "task", "classification")).items()
-    }
+    probes: dict[str, Any] = build_probes(cfg.eval.probes, dm)
     if adam:
         probes["Adam probe"] = AdamLinearEvaluator(seed=int(cfg.seed))
     source = cfg.eval.extraction.encoder_source

@@ -318,12 +318,11 @@ def reprobe_one(
             trained under this config), or its embeddings do not fit the dataset.
     """
     import torch
-    from hydra.utils import instantiate
     from mlflow.tracking import MlflowClient
     from omegaconf import DictConfig, OmegaConf
 
     from graphssl.evaluation.runner import run_probes
-    from graphssl.pipeline import build_datamodule, probe_configs, resolve_config
+    from graphssl.pipeline import build_datamodule, build_probes, resolve_config
     from graphssl.tracking.context import tracking_settings
 
     cfg = compose_run(method, dataset, seed, epochs_scale, store, extra, keep_embeddings=True)
@@ -388,12 +387,7 @@ def reprobe_one(
             f"differ from the dataset's ({tuple(expected.shape)} labels from "
             f"{resolved.dataset.get('data_dir')}); expected the data the run was trained on"
         )
-    probes = {
-        k: instantiate(p)
-        for k, p in probe_configs(
-            resolved.eval.probes, getattr(dm, "task", "classification")
-        ).items()
-    }
+    probes = build_probes(resolved.eval.probes, dm)
     t0 = time.perf_counter()
     trained_metrics = {k: v for k, v in stored.data.metrics.items() if not k.startswith("probe/")}
     metrics = {**trained_metrics, **run_probes(z, y, dm.splits(), probes)}

@@ -130,6 +130,14 @@ def probe_configs(probes: DictConfig | None, task: str) -> dict[str, Any]:
     return cfgs
 
 
+def build_probes(probes: DictConfig | None, dm: DataModule) -> dict[str, Any]:
+    """The configured probes that fit ``dm``'s task (:func:`probe_configs`), instantiated."""
+    return {
+        name: instantiate(p)
+        for name, p in probe_configs(probes, getattr(dm, "task", "classification")).items()
+    }
+
+
 def _run_name(cfg: DictConfig) -> str:
     name = cfg.logger.get("run_name")
     if name:
@@ -309,11 +317,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
             metrics.update(run_diagnostics(z, reference=bool(ev.diagnostics.reference)))
         timings["time/diagnostics_seconds"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        probes = {
-            name: instantiate(p)
-            for name, p in probe_configs(ev.probes, getattr(dm, "task", "classification")).items()
-        }
-        metrics.update(run_probes(z, y, dm.splits(), probes))
+        metrics.update(run_probes(z, y, dm.splits(), build_probes(ev.probes, dm)))
         metrics.update(_classifier_metrics(method, z, y, dm, str(resolved.trainer.device)))
         timings["time/probe_seconds"] = time.perf_counter() - t0
         metrics.update(timings)
