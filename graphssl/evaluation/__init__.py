@@ -33,6 +33,7 @@ from graphssl.evaluation.emir import (
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.knn import KNNEvaluator
 from graphssl.evaluation.linear_probe import DEFAULT_WEIGHT_DECAYS, LogRegEvaluator
+from graphssl.evaluation.probe import Probe
 from graphssl.evaluation.regression_probe import DEFAULT_RIDGE_WEIGHT_DECAYS, RidgeEvaluator
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "EMIRResult",
     "KNNEvaluator",
     "LogRegEvaluator",
+    "Probe",
     "RidgeEvaluator",
     "alpha_req",
     "coherence",
