@@ -10,9 +10,11 @@ scores ``x_iᵀ(XᵀX)⁻¹x_i`` for the coherence from a Cholesky factor, in fl
 error bound and the few rows that may hold the maximum recomputed in float64. The Gram route loses
 singular values below ``≈1e-8·σ₁``, so wherever it finds ``σ₁/σ_k > 1e6`` the spectrum is
 recomputed from a Householder QR of ``[1, X]`` and an SVD of its small triangular factor (which
-gives the spectra of ``X`` and of ``X_c`` at once); wide matrices take that route directly. Either
+gives the spectra of ``X`` and of ``X_c`` at once); wide matrices take that route directly. That QR
+runs over row chunks as well, so float32 input is never copied whole to float64. Either
 way the results agree with an exact float64 SVD to 1e-4 relative (1e-3 for the condition number,
-coherence and alpha-ReQ). Peak memory is ``O(N·D + D²)``; no ``N × N`` matrix is ever formed.
+coherence and alpha-ReQ). Memory beyond the input is ``O(chunk·D + D²)``; no ``N × N`` matrix
+is ever formed.
 
 A singular value counts as zero below ``max(N, D) · eps(float64) · σ₁(X)`` (NumPy's
 ``matrix_rank`` convention); for the centered matrix the scale is ``σ₁(X_c) + √N·‖μ‖``, which
@@ -157,18 +159,30 @@ def _gram_trusted(sigma_desc: Tensor, k: int) -> bool:
     return sk > 0.0 and s1 / sk <= _GRAM_KAPPA_MAX
 
 
-def _qr_factors(x: Tensor) -> tuple[Tensor, Tensor]:
+def _qr_factors(x: Tensor, chunk_size: int) -> tuple[Tensor, Tensor]:
     """Triangular factors of ``X`` and ``X_c`` from one Householder QR of ``[1, X]``.
 
     With ``[1, X] = QR``, ``R[:, 1:]ᵀ R[:, 1:] = XᵀX`` and ``R[1:, 1:]ᵀ R[1:, 1:] = X_cᵀX_c``
-    (the first reflector projects out the all-ones direction, i.e. the column means).
+    (the first reflector projects out the all-ones direction, i.e. the column means); this
+    holds for any triangular ``R`` with ``RᵀR = [1, X]ᵀ[1, X]``. Tall matrices with more than
+    ``chunk_size + D + 1`` rows are factored a chunk at a time (``R ← qr([R; [1, X_chunk]])``,
+    a TSQR, as backward-stable as one QR), so that no float64 copy of the whole ``X`` is made;
+    smaller ones in one QR.
     """
     n, d = x.shape
-    a = torch.empty(n, d + 1, dtype=torch.float64, device=x.device)
-    a[:, 0] = 1.0
-    a[:, 1:] = x
-    r = torch.linalg.qr(a, mode="r").R
-    del a
+
+    def with_ones(rows: Tensor) -> Tensor:
+        a = torch.empty(rows.shape[0], d + 1, dtype=torch.float64, device=x.device)
+        a[:, 0] = 1.0
+        a[:, 1:] = rows
+        return a
+
+    if n <= chunk_size + d + 1:
+        r = torch.linalg.qr(with_ones(x), mode="r").R
+    else:
+        r = x.new_zeros(0, d + 1, dtype=torch.float64)
+        for chunk in _row_chunks(x, chunk_size):
+            r = torch.linalg.qr(torch.cat([r, with_ones(chunk)]), mode="r").R
     return r[:, 1:], r[1:, 1:]
 
 
@@ -495,7 +509,7 @@ def analyze(
 
     vh: Tensor | None = None
     if exact_p or exact_c:
-        r_x, r_c = _qr_factors(x)
+        r_x, r_c = _qr_factors(x, chunk_size)
         if exact_p:
             out.frob2 = float(r_x.square().sum())
             if leverage:

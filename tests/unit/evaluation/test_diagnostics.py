@@ -13,21 +13,22 @@ import torch
 
 from graphssl.evaluation.diagnostics import (
     HIGHER_IS_BETTER,
+    Method,
     alpha_req,
     coherence,
     condition_number,
-    Method,
     effective_rank,
     embedding_diagnostics,
     mean_cosine,
     mean_norm,
+    metrics,
     nesum,
     rankme,
     rankme_normalized,
     self_cluster,
+    spectral,
     stable_rank,
 )
-from graphssl.evaluation.diagnostics import metrics, spectral
 
 KEYS = {
     "rankme",
@@ -437,6 +438,25 @@ def test_ill_conditioned_uses_safety_net() -> None:
     y = (q * np.logspace(0, -5, d)) @ v.T
     assert not spectral.analyze(torch.from_numpy(y), plain=True).plain.exact  # type: ignore[union-attr]
     assert_matches(embedding_diagnostics(torch.from_numpy(y)), naive(y), SPEC_REL)
+
+
+def test_safety_net_qr_over_row_chunks() -> None:
+    """The QR route factors tall matrices a chunk at a time (no float64 copy of float32 input);
+    the spectra agree with one QR and with the naive SVD."""
+    g = np.random.default_rng(8)
+    n, d = 3000, 24
+    q, _ = np.linalg.qr(g.standard_normal((n, d)))
+    v, _ = np.linalg.qr(g.standard_normal((d, d)))
+    x = ((q * np.logspace(0, -9, d)) @ v.T + 0.01).astype(np.float32)  # κ ≈ 1e7 in float32
+    want = naive(x.astype(np.float64))
+    xt = torch.from_numpy(x)
+    chunked = spectral.analyze(xt, plain=True, centered=True, chunk_size=256)
+    one = spectral.analyze(xt, plain=True, centered=True)
+    assert chunked.plain is not None and chunked.plain.exact
+    for a, b in ((chunked.plain, one.plain), (chunked.centered, one.centered)):
+        assert a is not None and b is not None
+        torch.testing.assert_close(a.sigma, b.sigma, rtol=1e-9, atol=1e-9 * float(b.sigma[0]))
+    assert_matches(embedding_diagnostics(xt, chunk_size=256), want, SPEC_REL)
 
 
 def test_safety_net_per_spectrum() -> None:
