@@ -1,4 +1,4 @@
-"""Tests of graphssl.evaluation.diagnostics: known answers (docs/metrics-spec.md §2–§9, §14),
+"""Tests of graphssl.evaluation.diagnostics: known answers (definitions and test vectors),
 agreement with a naive NumPy implementation written from ``np.linalg.svd``, and input checks."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def close(a: float, b: float, rel: float = 1e-9, abs_: float = 1e-12) -> bool:
 
 
 # ------------------------------------------------------------------------------------------
-# naive reference: every metric from its own np.linalg.svd, straight from the spec
+# naive reference: every metric from its own np.linalg.svd, straight from its definition
 # ------------------------------------------------------------------------------------------
 
 
@@ -134,7 +134,8 @@ def naive(x: np.ndarray) -> dict[str, float]:
     }
 
 
-#: relative tolerance of the spec (§15): 1e-4, 1e-3 for condition number, coherence, alpha-ReQ
+#: promised agreement with an exact float64 SVD: 1e-4 relative, 1e-3 for condition number,
+#: coherence and alpha-ReQ
 SPEC_REL = {k: 1e-4 for k in KEYS} | {
     "condition_number": 1e-3,
     "coherence": 1e-3,
@@ -169,7 +170,7 @@ MATS = random_matrices()
 
 
 # ------------------------------------------------------------------------------------------
-# §14 test vectors
+# known-answer test vectors
 # ------------------------------------------------------------------------------------------
 
 TABLE = {
@@ -310,7 +311,7 @@ def test_alpha_req_exact_power_law(a: float) -> None:
     assert alpha_req(x, center=False) == pytest.approx(a, abs=1e-8)
     if a == 1.0:
         assert nesum(x) == pytest.approx(5.878031, abs=1e-6)  # Σ_{i ≤ 200} 1/i
-        # the authors' code fits an exponential decay instead (spec §3): 1.454
+        # the authors' code fits an exponential decay instead: 1.454
         assert alpha_req(x, reference=True) == pytest.approx(1.454, abs=1e-3)
 
 
@@ -332,7 +333,7 @@ def test_alpha_req_too_few_points_is_nan() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# Gaussian expectations (spec §2–§8)
+# Gaussian expectations
 # ------------------------------------------------------------------------------------------
 
 
@@ -491,7 +492,7 @@ def test_higher_is_better_covers_every_key() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# reference (google-research) mode, spec §9
+# reference (google-research) mode
 # ------------------------------------------------------------------------------------------
 
 
