@@ -11,6 +11,8 @@ from graphssl.evaluation.diagnostics import (
     condition_number,
     effective_rank,
     embedding_diagnostics,
+    mean_cosine,
+    mean_norm,
     nesum,
     rankme,
     rankme_normalized,
@@ -31,6 +33,7 @@ from graphssl.evaluation.emir import (
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.knn import KNNEvaluator
 from graphssl.evaluation.linear_probe import DEFAULT_WEIGHT_DECAYS, LogRegEvaluator
+from graphssl.evaluation.probe import Probe
 from graphssl.evaluation.regression_probe import DEFAULT_RIDGE_WEIGHT_DECAYS, RidgeEvaluator
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "EMIRResult",
     "KNNEvaluator",
     "LogRegEvaluator",
+    "Probe",
     "RidgeEvaluator",
     "alpha_req",
     "coherence",
@@ -53,6 +57,8 @@ __all__ = [
     "extract_embeddings",
     "information_sufficiency",
     "informativeness",
+    "mean_cosine",
+    "mean_norm",
     "mean_std",
     "nesum",
     "pairwise_information_sufficiency",

@@ -27,13 +27,16 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
-from graphssl.evaluation._grid_search import (
+from graphssl.evaluation._checks import as_float_matrix
+from graphssl.evaluation.grid_search import (
     check_inner_folds,
     positive_grid,
     stratified_grid_search,
 )
-from graphssl.evaluation.linear_probe import ArrayLike, _class_labels, _prepare_inputs
+from graphssl.evaluation.probe import Probe
+from graphssl.evaluation.probe_inputs import ArrayLike, prepare_inputs
 
 __all__ = ["GRACE_C_GRID", "CVLogRegEvaluator"]
 
@@ -41,7 +44,7 @@ __all__ = ["GRACE_C_GRID", "CVLogRegEvaluator"]
 GRACE_C_GRID: tuple[float, ...] = tuple(2.0**k for k in range(-10, 10))
 
 
-class CVLogRegEvaluator:
+class CVLogRegEvaluator(Probe):
     """One-vs-rest logistic regression with ``C`` selected by stratified inner cross-validation
     on the training rows.
 
@@ -51,6 +54,11 @@ class CVLogRegEvaluator:
         inner_folds: folds of the grid search on the training rows (default: ``5``); fewer when
             the rarest training class has fewer rows.
         seed: seed of the inner fold assignment (default: ``0``).
+
+    Attributes (after :meth:`fit`):
+        best_estimator_: the scikit-learn one-vs-rest model refitted with the selected ``C``.
+        C_: the selected ``C``.
+        cv_acc_: its mean inner-CV accuracy.
     """
 
     def __init__(
@@ -67,14 +75,23 @@ class CVLogRegEvaluator:
         self.inner_folds = check_inner_folds(inner_folds)
         self.seed = seed
 
-    def evaluate(
-        self,
-        embeddings: ArrayLike,
-        labels: ArrayLike | None,
-        train_mask: ArrayLike,
-        val_mask: ArrayLike,
-        test_mask: ArrayLike,
-    ) -> dict[str, Any]:
+    def fit(
+        self, embeddings: ArrayLike, labels: ArrayLike | None, train_mask: ArrayLike
+    ) -> CVLogRegEvaluator:
+        """Grid-search ``C`` on the training rows and refit the best model on them."""
+        x, y, idx = prepare_inputs(embeddings, labels, {"train_mask": train_mask})
+        train = idx["train_mask"]
+        self._fit(self._features(x), self.targets(y, train), train)
+        return self
+
+    def predict(self, embeddings: ArrayLike) -> np.ndarray:
+        """Class ids ``[M]`` for the rows of ``embeddings`` ``[M, D]``."""
+        if not hasattr(self, "best_estimator_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or evaluate()")
+        return self.best_estimator_.predict(self._features(as_float_matrix(embeddings)))
+
+    # ---------------------------------------------------------------- internals
+    def _evaluate(self, x: Tensor, targets: Tensor, rows: dict[str, Tensor]) -> dict[str, Any]:
         """Grid-search ``C`` on the training rows, refit on them, predict validation and test.
 
         Returns:
@@ -82,30 +99,10 @@ class CVLogRegEvaluator:
             split plays no part in the choice), ``cv_acc`` (the best mean inner-CV accuracy)
             and the selected ``C``.
         """
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.multiclass import OneVsRestClassifier
-
-        x, y, idx = _prepare_inputs(
-            embeddings,
-            labels,
-            {"train_mask": train_mask, "val_mask": val_mask, "test_mask": test_mask},
-        )
-        rows = {k.removesuffix("_mask"): v for k, v in idx.items()}
-        y = _class_labels(y, torch.cat(list(rows.values())))
-        if self.normalize:
-            x = torch.nn.functional.normalize(x, dim=1)
-        x_np, y_np = x.cpu().numpy(), y.cpu().numpy()
+        x_np, y_np = self._features(x), targets.cpu().numpy()
+        self._fit(x_np, targets, rows["train"])
+        model = self.best_estimator_
         part = {k: v.cpu().numpy() for k, v in rows.items()}
-        search = stratified_grid_search(
-            OneVsRestClassifier(LogisticRegression(solver="liblinear")),
-            {"estimator__C": self.C},
-            x_np[part["train"]],
-            y[rows["train"]],
-            inner_folds=self.inner_folds,
-            seed=self.seed,
-            probe=type(self).__name__,
-        )
-        model = search.best_estimator_
 
         def accuracy(split: str) -> float:
             r = part[split]
@@ -115,9 +112,32 @@ class CVLogRegEvaluator:
             "train_acc": accuracy("train"),
             "val_acc": accuracy("val"),
             "test_acc": accuracy("test"),
-            "cv_acc": float(search.best_score_),
-            "C": float(search.best_params_["estimator__C"]),
+            "cv_acc": self.cv_acc_,
+            "C": self.C_,
         }
+
+    def _features(self, x: Tensor) -> np.ndarray:
+        """``x`` (unit rows when ``normalize``) as a NumPy array."""
+        if self.normalize:
+            x = torch.nn.functional.normalize(x, dim=1)
+        return x.cpu().numpy()
+
+    def _fit(self, x_np: np.ndarray, targets: Tensor, train: Tensor) -> None:
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.multiclass import OneVsRestClassifier
+
+        search = stratified_grid_search(
+            OneVsRestClassifier(LogisticRegression(solver="liblinear")),
+            {"estimator__C": self.C},
+            x_np[train.cpu().numpy()],
+            targets[train],
+            inner_folds=self.inner_folds,
+            seed=self.seed,
+            probe=type(self).__name__,
+        )
+        self.best_estimator_ = search.best_estimator_
+        self.C_ = float(search.best_params_["estimator__C"])
+        self.cv_acc_ = float(search.best_score_)
 
     def __repr__(self) -> str:
         return (

@@ -3,8 +3,8 @@
 The protocol of Wu et al., *Unsupervised Feature Learning via Non-Parametric Instance
 Discrimination*, CVPR 2018 (https://arxiv.org/abs/1805.01978), as implemented in DINO's
 ``eval_knn.py`` (Caron et al., ICCV 2021, https://arxiv.org/abs/2104.14294): neighbours by
-cosine similarity, votes weighted by ``exp(similarity / T)`` with ``T = 0.07``
-(metrics-spec §11.3, §15); ``weighting="uniform"`` gives the plain majority vote.
+cosine similarity, votes weighted by ``exp(similarity / T)`` with ``T = 0.07``;
+``weighting="uniform"`` gives the plain majority vote.
 
 Exactness and speed. Similarities are defined in float64 and neighbours with equal similarity
 are ordered by their position in the training split. The evaluated split is processed
@@ -27,11 +27,12 @@ import torch
 from torch import Tensor
 
 from graphssl.evaluation._checks import as_float_matrix
-from graphssl.evaluation.linear_probe import (
+from graphssl.evaluation.probe import Probe
+from graphssl.evaluation.probe_inputs import (
     ArrayLike,
-    _class_labels,
-    _encode_classes,
-    _prepare_inputs,
+    class_labels,
+    encode_classes,
+    prepare_inputs,
 )
 
 __all__ = ["KNNEvaluator"]
@@ -57,7 +58,7 @@ def _screen_dtype(device: torch.device) -> torch.dtype:
     return torch.float64
 
 
-class KNNEvaluator:
+class KNNEvaluator(Probe):
     """Weighted k-nearest-neighbour classifier on frozen embeddings.
 
     Uses cosine similarity to find the ``k`` nearest training rows; each neighbour votes for
@@ -112,12 +113,12 @@ class KNNEvaluator:
     ) -> KNNEvaluator:
         """Store the L2-normalised training rows (all rows when ``train_mask`` is None)."""
         if train_mask is None:
-            x, y, _ = _prepare_inputs(embeddings, labels, {})
+            x, y, _ = prepare_inputs(embeddings, labels, {})
             train = torch.arange(x.shape[0], device=x.device)
         else:
-            x, y, idx = _prepare_inputs(embeddings, labels, {"train_mask": train_mask})
+            x, y, idx = prepare_inputs(embeddings, labels, {"train_mask": train_mask})
             train = idx["train_mask"]
-        self._fit(x[train], _class_labels(y, train)[train])
+        self._fit(x[train], class_labels(y, train)[train])
         return self
 
     def kneighbors(self, embeddings: ArrayLike) -> tuple[Tensor, Tensor]:
@@ -131,34 +132,23 @@ class KNNEvaluator:
         self._check_fitted()
         return self._predict(self._as_query(embeddings))
 
-    def evaluate(
-        self,
-        embeddings: ArrayLike,
-        labels: ArrayLike | None,
-        train_mask: ArrayLike,
-        val_mask: ArrayLike,
-        test_mask: ArrayLike,
-    ) -> dict[str, Any]:
-        """Fit on ``train_mask`` and report accuracy on ``val_mask`` and ``test_mask``.
+    # ---------------------------------------------------------------- internals
+    def _evaluate(self, x: Tensor, targets: Tensor, rows: dict[str, Tensor]) -> dict[str, Any]:
+        """Fit on ``train`` and report accuracy on ``val`` and ``test``.
 
         Returns:
             ``val_acc``, ``test_acc`` and ``k``.
         """
-        x, y, idx = _prepare_inputs(
-            embeddings,
-            labels,
-            {"train_mask": train_mask, "val_mask": val_mask, "test_mask": test_mask},
-        )
-        y = _class_labels(y, torch.cat(list(idx.values())))
-        self._fit(x[idx["train_mask"]], y[idx["train_mask"]])
+        self._fit(x[rows["train"]], targets[rows["train"]])
         out: dict[str, Any] = {}
         for split in ("val", "test"):
-            rows = idx[f"{split}_mask"]
-            out[f"{split}_acc"] = float((self._predict(x[rows]) == y[rows]).double().mean())
+            split_rows = rows[split]
+            out[f"{split}_acc"] = float(
+                (self._predict(x[split_rows]) == targets[split_rows]).double().mean()
+            )
         out["k"] = self.k
         return out
 
-    # ---------------------------------------------------------------- internals
     def _fit(self, x_train: Tensor, y_train: Tensor) -> None:
         n_train = x_train.shape[0]
         if self.k > n_train:
@@ -166,7 +156,7 @@ class KNNEvaluator:
                 f"k={self.k} is larger than the training split ({n_train} rows); expected "
                 f"k <= {n_train}"
             )
-        self.classes_, self.train_labels_ = _encode_classes(y_train)
+        self.classes_, self.train_labels_ = encode_classes(y_train)
         self.train_embeddings_ = _l2_normalize(x_train)
         self._screen = self.train_embeddings_.to(_screen_dtype(x_train.device))
         self.n_features_in_ = x_train.shape[1]

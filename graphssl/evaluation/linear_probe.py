@@ -5,30 +5,33 @@ ICLR 2019, https://arxiv.org/abs/1809.10341; Hu et al., *Open Graph Benchmark*, 
 https://arxiv.org/abs/2005.00687 for the multilabel AP). Full-batch L-BFGS from a zero start in
 float64, so the same embeddings always give the same numbers, and no learning rate or epoch count
 to tune; the L2 strength is selected on the validation split.
-
-The private helpers at the top (input preparation, label checks, weight-decay grids,
-standardisation) are shared with :mod:`graphssl.evaluation.regression_probe` and
-:mod:`graphssl.evaluation.knn`.
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeAlias, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 import torch
 from torch import Tensor
 
-from graphssl.evaluation._checks import as_float_matrix, as_index, check_same_length
+from graphssl.evaluation._checks import as_float_matrix
+from graphssl.evaluation.probe import Probe, Task
+from graphssl.evaluation.probe_inputs import (
+    ArrayLike,
+    encode_classes,
+    prepare_inputs,
+    standardization,
+    weight_decay_grid,
+)
 
 __all__ = ["DEFAULT_WEIGHT_DECAYS", "LogRegEvaluator", "average_precision"]
 
-#: L2 strengths tried by :class:`LogRegEvaluator` (metrics-spec §15), strongest first.
+#: L2 strengths tried by :class:`LogRegEvaluator`, strongest first.
 DEFAULT_WEIGHT_DECAYS: tuple[float, ...] = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 0.0)
 
 #: L-BFGS stops once every gradient entry is at most this in absolute value: scikit-learn's
@@ -38,125 +41,7 @@ DEFAULT_WEIGHT_DECAYS: tuple[float, ...] = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 0.0)
 #: benchmarks/bench_probes.py.) L-BFGS also stops when the loss changes by less than 1e-9.
 _GRAD_TOL = 1e-4
 
-ArrayLike: TypeAlias = Tensor | np.ndarray
 Objective: TypeAlias = Callable[[Tensor], tuple[Tensor, Tensor]]
-
-
-# ------------------------------------------------------------------ helpers shared by probes
-def _weight_decay_grid(weight_decay: float | Sequence[float]) -> tuple[float, ...]:
-    """Validate one L2 strength or several and return them deduplicated, strongest first."""
-    if isinstance(weight_decay, Tensor):
-        weight_decay = weight_decay.tolist()
-    if isinstance(weight_decay, numbers.Real):
-        values: list[Any] = [weight_decay]
-    else:
-        try:
-            values = list(cast(Iterable[Any], weight_decay))
-        except TypeError:
-            raise TypeError(
-                f"weight_decay must be a number or a sequence of numbers, got "
-                f"{type(weight_decay).__name__}"
-            ) from None
-    if not values or any(
-        not isinstance(v, numbers.Real) or not (0 <= float(v) < math.inf) for v in values
-    ):
-        raise ValueError(f"weight_decay must be one or more values >= 0, got {weight_decay!r}")
-    return tuple(sorted({float(v) for v in values}, reverse=True))
-
-
-def _prepare_inputs(
-    embeddings: ArrayLike,
-    labels: ArrayLike | None,
-    masks: Mapping[str, ArrayLike],
-) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
-    """Validate embeddings [N, D], labels [N, ...] and the split masks/indices.
-
-    Returns the embeddings as float64, the labels on the same device and one ``long`` index
-    tensor per split.
-    """
-    x = as_float_matrix(embeddings)
-    if labels is None:
-        raise ValueError(
-            "labels absent (labels=None): a probe needs one label per embedding row; the "
-            "dataset has no `y` attribute, so only the label-free diagnostics can run"
-        )
-    y = torch.from_numpy(labels) if isinstance(labels, np.ndarray) else torch.as_tensor(labels)
-    if y.ndim == 0:
-        raise ValueError(f"labels must have one entry per row, got a scalar {y.item()!r}")
-    check_same_length(x, y)
-    n = x.shape[0]
-    idx = {
-        name: as_index(torch.as_tensor(m), n, name=name).to(x.device) for name, m in masks.items()
-    }
-    return x, y.to(x.device), idx
-
-
-def _class_labels(y: Tensor, rows: Tensor) -> Tensor:
-    """Validate single-label class ids (checked on ``rows``) and return them as ``long`` [N].
-
-    Labels of rows outside the evaluated splits are not inspected (datasets often mark
-    unlabelled nodes with -1 or NaN).
-    """
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
-    if y.ndim != 1:
-        raise ValueError(
-            f"labels must be class ids of shape [N] or [N, 1], got shape {tuple(y.shape)}; "
-            f"for [N, T] multilabel targets use LogRegEvaluator(multilabel=True)"
-        )
-    if y.is_complex():
-        raise TypeError(f"labels must be integer class ids, got dtype {y.dtype}")
-    y_eval = y[rows]
-    if y.is_floating_point():
-        n_nan = int(torch.isnan(y_eval).sum())
-        if n_nan:
-            raise ValueError(
-                f"labels have {n_nan} NaN values in the {rows.numel()} evaluated rows "
-                f"(train/val/test); expected a class id for every evaluated row in "
-                f"single-label mode (use multilabel=True for tasks with missing labels)"
-            )
-        finite = torch.isfinite(y_eval)
-        bad = ~finite | (y_eval != torch.round(y_eval))
-        if bool(bad.any()):
-            raise ValueError(
-                f"labels have {int(bad.sum())} non-integer values in the evaluated rows (e.g. "
-                f"{y_eval[bad][0].item()!r}); expected integer class ids"
-            )
-    y = y.long()
-    y_eval = y[rows]
-    if bool((y_eval < 0).any()):
-        raise ValueError(
-            f"labels must be class ids >= 0, found {int((y_eval < 0).sum())} negative values "
-            f"(min {int(y_eval.min())}) in the evaluated rows"
-        )
-    return y
-
-
-def _encode_classes(y_train: Tensor) -> tuple[Tensor, Tensor]:
-    """Classes of the training split (sorted) and the training labels as indices into them."""
-    classes, encoded = torch.unique(y_train, sorted=True, return_inverse=True)
-    if classes.numel() < 2:
-        raise ValueError(
-            f"the training split has {classes.numel()} class ({classes.tolist()}) among its "
-            f"{y_train.numel()} rows; expected at least 2 classes"
-        )
-    return classes, encoded
-
-
-def _standardization(x_train: Tensor, standardize: bool) -> tuple[Tensor, Tensor]:
-    """Per-feature mean and scale of the training rows (population std, like sklearn's
-    ``StandardScaler``; constant features get scale 1). Identity when ``standardize=False``.
-    """
-    d = x_train.shape[1]
-    if not standardize:
-        return x_train.new_zeros(d), x_train.new_ones(d)
-    n = x_train.shape[0]
-    mean = x_train.mean(dim=0)
-    var = x_train.var(dim=0, correction=0)
-    eps = torch.finfo(x_train.dtype).eps
-    # sklearn's `_is_constant_feature`: variance indistinguishable from rounding noise.
-    constant = var <= n * eps * var + (n * mean * eps) ** 2
-    return mean, torch.where(constant, torch.ones_like(var), var.sqrt())
 
 
 # --------------------------------------------------------------------------------- metrics
@@ -265,7 +150,7 @@ def _minimize_lbfgs(
     """One full-batch ``torch.optim.LBFGS`` step from ``theta0`` with a fresh optimizer.
 
     Returns the solution, the number of iterations and whether it stopped before using up the
-    iteration or evaluation budget (metrics-spec §11.1).
+    iteration or evaluation budget.
     """
     theta = theta0.clone()
     optimizer = torch.optim.LBFGS(
@@ -294,7 +179,7 @@ def _with_bias_column(x: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
 
 
 # ------------------------------------------------------------------------------- estimator
-class LogRegEvaluator:
+class LogRegEvaluator(Probe):
     """L2-regularised logistic regression on frozen embeddings.
 
     The classifier minimises mean cross-entropy + ``weight_decay / 2 * ||W||²`` (bias not
@@ -345,7 +230,7 @@ class LogRegEvaluator:
         standardize: bool = True,
         multilabel: bool = False,
     ) -> None:
-        self.weight_decays: tuple[float, ...] = _weight_decay_grid(weight_decay)
+        self.weight_decays: tuple[float, ...] = weight_decay_grid(weight_decay)
         if not isinstance(max_iter, numbers.Integral) or isinstance(max_iter, bool):
             raise TypeError(f"max_iter must be an integer, got {max_iter!r}")
         if max_iter <= 0:
@@ -370,10 +255,11 @@ class LogRegEvaluator:
             labels: ``[N]`` (or ``[N, 1]``) class ids, or ``[N, T]`` {0, 1, NaN} when multilabel.
             train_mask, val_mask: boolean masks ``[N]`` or index tensors.
         """
-        x, y, idx = _prepare_inputs(
+        x, y, idx = prepare_inputs(
             embeddings, labels, {"train_mask": train_mask, "val_mask": val_mask}
         )
-        self._fit(x, self._targets(y, torch.cat(list(idx.values()))), idx)
+        rows = {"train": idx["train_mask"], "val": idx["val_mask"]}
+        self._fit(x, self.targets(y, torch.cat(list(rows.values()))), rows)
         return self
 
     def decision_function(self, embeddings: ArrayLike) -> Tensor:
@@ -394,64 +280,41 @@ class LogRegEvaluator:
             return (logits > 0).long()
         return self.classes_[logits.argmax(dim=1)]
 
-    def evaluate(
-        self,
-        embeddings: ArrayLike,
-        labels: ArrayLike | None,
-        train_mask: ArrayLike,
-        val_mask: ArrayLike,
-        test_mask: ArrayLike,
-    ) -> dict[str, Any]:
-        """Fit on ``train_mask``, select on ``val_mask``, report on every split.
+    @property
+    def task(self) -> Task:
+        """``"multilabel"`` when ``multilabel=True``, else ``"classification"``."""
+        return "multilabel" if self.multilabel else "classification"
+
+    # ---------------------------------------------------------------- internals
+    def _evaluate(self, x: Tensor, targets: Tensor, rows: dict[str, Tensor]) -> dict[str, Any]:
+        """Fit on ``train``, select on ``val``, report on every split.
 
         Returns:
             ``train_acc``, ``val_acc``, ``test_acc`` (``train_ap``, ``val_ap``, ``test_ap``
             when multilabel), the selected ``weight_decay`` and ``converged``.
         """
-        x, y, idx = _prepare_inputs(
-            embeddings,
-            labels,
-            {"train_mask": train_mask, "val_mask": val_mask, "test_mask": test_mask},
-        )
-        targets = self._targets(y, torch.cat(list(idx.values())))
-        self._fit(x, targets, idx)
+        self._fit(x, targets, rows, stacklevel=4)
         name = "ap" if self.multilabel else "acc"
         out: dict[str, Any] = {}
-        for split, key in (("train", "train_mask"), ("val", "val_mask"), ("test", "test_mask")):
-            rows = idx[key]
-            out[f"{split}_{name}"] = self._metric(self.decision_function(x[rows]), targets[rows])
+        for split, split_rows in rows.items():
+            out[f"{split}_{name}"] = self._metric(
+                self.decision_function(x[split_rows]), targets[split_rows]
+            )
         out["weight_decay"] = self.weight_decay_
         out["converged"] = self.converged_
         return out
-
-    # ---------------------------------------------------------------- internals
-    def _targets(self, y: Tensor, rows: Tensor) -> Tensor:
-        if not self.multilabel:
-            return _class_labels(y, rows)
-        if y.ndim == 1:
-            y = y[:, None]
-        if y.ndim != 2:
-            raise ValueError(f"multilabel labels must have shape [N, T], got {tuple(y.shape)}")
-        y = y.to(torch.float64)
-        y_eval = y[rows]
-        observed = y_eval[~torch.isnan(y_eval)]
-        bad = (observed != 0) & (observed != 1)
-        if bool(bad.any()):
-            raise ValueError(
-                f"multilabel labels must be 0, 1 or NaN (missing), found {int(bad.sum())} other "
-                f"values (e.g. {observed[bad][0].item()!r}) in the evaluated rows"
-            )
-        return y
 
     def _metric(self, logits: Tensor, target: Tensor) -> float:
         if self.multilabel:
             return average_precision(target, logits)
         return float((self.classes_[logits.argmax(dim=1)] == target).double().mean())
 
-    def _fit(self, x: Tensor, targets: Tensor, idx: Mapping[str, Tensor]) -> None:
-        train, val = idx["train_mask"], idx["val_mask"]
+    def _fit(
+        self, x: Tensor, targets: Tensor, rows: Mapping[str, Tensor], stacklevel: int = 3
+    ) -> None:
+        train, val = rows["train"], rows["val"]
         x_train = x[train]
-        mean, scale = _standardization(x_train, self.standardize)
+        mean, scale = standardization(x_train, self.standardize)
         xa = _with_bias_column(x_train, mean, scale)
         n_features = x.shape[1]
         if self.multilabel:
@@ -462,7 +325,7 @@ class LogRegEvaluator:
             def make_objective(lam: float) -> Objective:
                 return _sigmoid_objective(xa, y_train, observed, lam)
         else:
-            self.classes_, y_encoded = _encode_classes(targets[train])
+            self.classes_, y_encoded = encode_classes(targets[train])
             n_out = self.classes_.numel()
 
             def make_objective(lam: float) -> Objective:
@@ -489,7 +352,7 @@ class LogRegEvaluator:
                 f"({self.weight_decay_:g} of {list(self.weight_decays)}); the best value may lie "
                 f"above the grid — add larger values (eval.probes.<name>.weight_decay)",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=stacklevel,
             )
         w = theta.view(n_features + 1, n_out)
         self.coef_, self.intercept_ = w[:-1], w[-1]

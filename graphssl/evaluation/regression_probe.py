@@ -1,6 +1,6 @@
 """Ridge-regression probe on frozen embeddings, for node- or graph-level regression targets.
 
-Closed form from one SVD of the centred training features (metrics-spec §11.2): no optimiser
+Closed form from one SVD of the centred training features: no optimiser
 and no random initialisation, and the whole L2 grid costs one SVD.
 """
 
@@ -13,38 +13,23 @@ import torch
 from torch import Tensor
 
 from graphssl.evaluation._checks import as_float_matrix
-from graphssl.evaluation.linear_probe import (
+from graphssl.evaluation.probe import Probe, Task
+from graphssl.evaluation.probe_inputs import (
     ArrayLike,
-    _prepare_inputs,
-    _standardization,
-    _weight_decay_grid,
+    prepare_inputs,
+    standardization,
+    weight_decay_grid,
 )
 
 __all__ = ["DEFAULT_RIDGE_WEIGHT_DECAYS", "RidgeEvaluator"]
 
-#: L2 strengths tried by :class:`RidgeEvaluator` (metrics-spec §15), strongest first.
+#: L2 strengths tried by :class:`RidgeEvaluator`, strongest first.
 DEFAULT_RIDGE_WEIGHT_DECAYS: tuple[float, ...] = (1e2, 1e1, 1.0, 1e-1, 1e-2, 1e-3, 0.0)
 
 
-def _regression_targets(y: Tensor, rows: Tensor) -> tuple[Tensor, bool]:
-    """Targets as float64 ``[N, T]`` and whether they were 1-D; non-finite values in the
-    evaluated ``rows`` rejected."""
-    one_dimensional = y.ndim == 1
-    if one_dimensional:
-        y = y[:, None]
-    if y.ndim != 2:
-        raise ValueError(f"targets must have shape [N] or [N, T], got {tuple(y.shape)}")
-    if y.is_complex():
-        raise TypeError(f"targets must be real numbers, got dtype {y.dtype}")
-    y = y.to(torch.float64)
-    bad = ~torch.isfinite(y[rows])
-    if bool(bad.any()):
-        raise ValueError(
-            f"targets have {int(bad.sum())} NaN or Inf values in the {rows.numel()} evaluated "
-            f"rows (train/val/test); expected finite targets (drop the unlabelled rows from the "
-            f"split masks)"
-        )
-    return y, one_dimensional
+def _as_columns(targets: Tensor) -> Tensor:
+    """``[N]`` targets as ``[N, 1]``; ``[N, T]`` unchanged."""
+    return targets[:, None] if targets.ndim == 1 else targets
 
 
 def _errors(pred: Tensor, target: Tensor) -> tuple[float, float]:
@@ -55,7 +40,7 @@ def _errors(pred: Tensor, target: Tensor) -> tuple[float, float]:
     return mae, rmse
 
 
-class RidgeEvaluator:
+class RidgeEvaluator(Probe):
     """Ridge regression on frozen embeddings, for node- or graph-level regression targets.
 
     Fits mean squared error + ``weight_decay * ||W||²`` (bias not regularised) on the training
@@ -85,7 +70,7 @@ class RidgeEvaluator:
         weight_decay: float | Sequence[float] = DEFAULT_RIDGE_WEIGHT_DECAYS,
         standardize: bool = True,
     ) -> None:
-        self.weight_decays: tuple[float, ...] = _weight_decay_grid(weight_decay)
+        self.weight_decays: tuple[float, ...] = weight_decay_grid(weight_decay)
         self.weight_decay: float | Sequence[float] = weight_decay
         self.standardize: bool = standardize
 
@@ -103,10 +88,11 @@ class RidgeEvaluator:
             labels: ``[N]`` or ``[N, T]`` real targets (finite on the evaluated rows).
             train_mask, val_mask: boolean masks ``[N]`` or index tensors.
         """
-        x, y, idx = _prepare_inputs(
+        x, y, idx = prepare_inputs(
             embeddings, labels, {"train_mask": train_mask, "val_mask": val_mask}
         )
-        self._fit(x, *_regression_targets(y, torch.cat(list(idx.values()))), idx)
+        rows = {"train": idx["train_mask"], "val": idx["val_mask"]}
+        self._fit(x, self.targets(y, torch.cat(list(rows.values()))), rows)
         return self
 
     def predict(self, embeddings: ArrayLike) -> Tensor:
@@ -122,31 +108,25 @@ class RidgeEvaluator:
         pred = self._predict(x)
         return pred[:, 0] if self._one_dimensional else pred
 
-    def evaluate(
-        self,
-        embeddings: ArrayLike,
-        labels: ArrayLike | None,
-        train_mask: ArrayLike,
-        val_mask: ArrayLike,
-        test_mask: ArrayLike,
-    ) -> dict[str, Any]:
-        """Fit on ``train_mask``, select on ``val_mask``, report on every split.
+    @property
+    def task(self) -> Task:
+        """Always ``"regression"``."""
+        return "regression"
+
+    # ---------------------------------------------------------------- internals
+    def _evaluate(self, x: Tensor, targets: Tensor, rows: dict[str, Tensor]) -> dict[str, Any]:
+        """Fit on ``train``, select on ``val``, report on every split.
 
         Returns:
             ``train_mae``, ``val_mae``, ``test_mae``, ``train_rmse``, ``val_rmse``,
             ``test_rmse`` (errors averaged over the targets) and the selected ``weight_decay``.
         """
-        x, y, idx = _prepare_inputs(
-            embeddings,
-            labels,
-            {"train_mask": train_mask, "val_mask": val_mask, "test_mask": test_mask},
-        )
-        targets, one_dimensional = _regression_targets(y, torch.cat(list(idx.values())))
-        self._fit(x, targets, one_dimensional, idx)
+        self._fit(x, targets, rows)
+        targets = _as_columns(targets)
         out: dict[str, Any] = {}
         errors = {
-            split: _errors(self._predict(x[idx[key]]), targets[idx[key]])
-            for split, key in (("train", "train_mask"), ("val", "val_mask"), ("test", "test_mask"))
+            split: _errors(self._predict(x[split_rows]), targets[split_rows])
+            for split, split_rows in rows.items()
         }
         for split, (mae, _) in errors.items():
             out[f"{split}_mae"] = mae
@@ -155,18 +135,17 @@ class RidgeEvaluator:
         out["weight_decay"] = self.weight_decay_
         return out
 
-    # ---------------------------------------------------------------- internals
     def _predict(self, x: Tensor) -> Tensor:
         return ((x - self.mean_) / self.scale_) @ self.coef_ + self.intercept_
 
-    def _fit(
-        self, x: Tensor, targets: Tensor, one_dimensional: bool, idx: Mapping[str, Tensor]
-    ) -> None:
-        train, val = idx["train_mask"], idx["val_mask"]
-        self._one_dimensional = one_dimensional
+    def _fit(self, x: Tensor, targets: Tensor, rows: Mapping[str, Tensor]) -> None:
+        """``targets``: ``[N]`` or ``[N, T]`` float64 from :meth:`targets`."""
+        train, val = rows["train"], rows["val"]
+        self._one_dimensional = targets.ndim == 1
+        targets = _as_columns(targets)
         x_train, y_train = x[train], targets[train]
         n, d = x_train.shape
-        mean, scale = _standardization(x_train, self.standardize)
+        mean, scale = standardization(x_train, self.standardize)
         if not self.standardize:
             mean = x_train.mean(dim=0)  # still centre, for the unregularised intercept
         self.mean_, self.scale_ = mean, scale

@@ -19,20 +19,23 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
-from graphssl.evaluation._grid_search import (
+from graphssl.evaluation._checks import as_float_matrix
+from graphssl.evaluation.grid_search import (
     check_inner_folds,
     positive_grid,
     stratified_grid_search,
 )
-from graphssl.evaluation.linear_probe import ArrayLike, _class_labels, _prepare_inputs
+from graphssl.evaluation.probe import Probe
+from graphssl.evaluation.probe_inputs import ArrayLike, prepare_inputs
 
 __all__ = ["SVCEvaluator"]
 
 _KERNELS = ("rbf", "linear", "poly", "sigmoid")
 
 
-class SVCEvaluator:
+class SVCEvaluator(Probe):
     """Support-vector classifier with ``C`` selected by stratified inner cross-validation.
 
     Args:
@@ -40,6 +43,11 @@ class SVCEvaluator:
         kernel: ``"rbf"`` (the papers'), ``"linear"``, ``"poly"`` or ``"sigmoid"``.
         inner_folds: folds of the grid search on the training rows (default: ``5``).
         seed: seed of the inner fold assignment (default: ``0``).
+
+    Attributes (after :meth:`fit`):
+        best_estimator_: the scikit-learn ``SVC`` refitted with the selected ``C``.
+        C_: the selected ``C``.
+        cv_acc_: its mean inner-CV accuracy.
     """
 
     def __init__(
@@ -56,51 +64,66 @@ class SVCEvaluator:
         self.inner_folds = check_inner_folds(inner_folds)
         self.seed = seed
 
-    def evaluate(
+    def fit(
         self,
         embeddings: ArrayLike,
         labels: ArrayLike | None,
         train_mask: ArrayLike,
         val_mask: ArrayLike,
-        test_mask: ArrayLike,
-    ) -> dict[str, Any]:
+    ) -> SVCEvaluator:
+        """Grid-search ``C`` on ``train ∪ val`` and refit the best model on those rows."""
+        x, y, idx = prepare_inputs(
+            embeddings, labels, {"train_mask": train_mask, "val_mask": val_mask}
+        )
+        fit_rows = torch.cat([idx["train_mask"], idx["val_mask"]])
+        self._fit(x.cpu().numpy(), self.targets(y, fit_rows), fit_rows)
+        return self
+
+    def predict(self, embeddings: ArrayLike) -> np.ndarray:
+        """Class ids ``[M]`` for the rows of ``embeddings`` ``[M, D]``."""
+        if not hasattr(self, "best_estimator_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or evaluate()")
+        return self.best_estimator_.predict(as_float_matrix(embeddings).cpu().numpy())
+
+    # ---------------------------------------------------------------- internals
+    def _evaluate(self, x: Tensor, targets: Tensor, rows: dict[str, Tensor]) -> dict[str, Any]:
         """Grid-search ``C`` on ``train ∪ val``, refit, and predict ``test``.
 
         Returns:
             ``train_acc`` (of the refitted model on ``train ∪ val``), ``val_acc`` (the best
             mean inner-CV accuracy), ``test_acc`` and the selected ``C``.
         """
-        from sklearn.svm import SVC
-
-        x, y, idx = _prepare_inputs(
-            embeddings,
-            labels,
-            {"train_mask": train_mask, "val_mask": val_mask, "test_mask": test_mask},
-        )
-        fit_rows = torch.cat([idx["train_mask"], idx["val_mask"]])
-        y = _class_labels(y, torch.cat([fit_rows, idx["test_mask"]]))
+        fit_rows = torch.cat([rows["train"], rows["val"]])
         x_np = x.cpu().numpy()
-        y_np = y.cpu().numpy()
-        fit_np, test_np = fit_rows.cpu().numpy(), idx["test_mask"].cpu().numpy()
-        search = stratified_grid_search(
-            SVC(kernel=self.kernel),
-            {"C": self.C},
-            x_np[fit_np],
-            y[fit_rows],
-            inner_folds=self.inner_folds,
-            seed=self.seed,
-            probe=type(self).__name__,
-        )
-        model = search.best_estimator_
+        y_np = targets.cpu().numpy()
+        self._fit(x_np, targets, fit_rows)
+        model = self.best_estimator_
+        fit_np, test_np = fit_rows.cpu().numpy(), rows["test"].cpu().numpy()
         test_acc = (
             float(np.mean(model.predict(x_np[test_np]) == y_np[test_np])) if test_np.size else 0.0
         )
         return {
             "train_acc": float(np.mean(model.predict(x_np[fit_np]) == y_np[fit_np])),
-            "val_acc": float(search.best_score_),
+            "val_acc": self.cv_acc_,
             "test_acc": test_acc,
-            "C": float(search.best_params_["C"]),
+            "C": self.C_,
         }
+
+    def _fit(self, x_np: np.ndarray, targets: Tensor, fit_rows: Tensor) -> None:
+        from sklearn.svm import SVC
+
+        search = stratified_grid_search(
+            SVC(kernel=self.kernel),
+            {"C": self.C},
+            x_np[fit_rows.cpu().numpy()],
+            targets[fit_rows],
+            inner_folds=self.inner_folds,
+            seed=self.seed,
+            probe=type(self).__name__,
+        )
+        self.best_estimator_ = search.best_estimator_
+        self.C_ = float(search.best_params_["C"])
+        self.cv_acc_ = float(search.best_score_)
 
     def __repr__(self) -> str:
         return (

@@ -1,4 +1,4 @@
-"""Tests of graphssl.evaluation.diagnostics: known answers (docs/metrics-spec.md §2–§9, §14),
+"""Tests of graphssl.evaluation.diagnostics: known answers (definitions and test vectors),
 agreement with a naive NumPy implementation written from ``np.linalg.svd``, and input checks."""
 
 from __future__ import annotations
@@ -11,18 +11,22 @@ import pytest
 import scipy.linalg
 import torch
 
-from graphssl.evaluation import diagnostics as diag
 from graphssl.evaluation.diagnostics import (
     HIGHER_IS_BETTER,
+    Method,
     alpha_req,
     coherence,
     condition_number,
     effective_rank,
     embedding_diagnostics,
+    mean_cosine,
+    mean_norm,
+    metrics,
     nesum,
     rankme,
     rankme_normalized,
     self_cluster,
+    spectral,
     stable_rank,
 )
 
@@ -37,6 +41,8 @@ KEYS = {
     "coherence",
     "self_cluster",
     "selfcluster_zero_rows",
+    "mean_cosine",
+    "mean_norm",
 }
 
 PM1 = [[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]]
@@ -56,8 +62,19 @@ def close(a: float, b: float, rel: float = 1e-9, abs_: float = 1e-12) -> bool:
 
 
 # ------------------------------------------------------------------------------------------
-# naive reference: every metric from its own np.linalg.svd, straight from the spec
+# naive reference: every metric from its own np.linalg.svd, straight from its definition
 # ------------------------------------------------------------------------------------------
+
+
+def naive_directions(x: np.ndarray) -> dict[str, float]:
+    """Mean cosine over ordered pairs i != j of the non-zero rows, from the N × N matrix."""
+    x = np.asarray(x, dtype=np.float64)
+    norms = np.linalg.norm(x, axis=1)
+    u = x[norms > 0] / norms[norms > 0, None]
+    m = u.shape[0]
+    cos = u @ u.T
+    mean_cos = float((cos.sum() - np.trace(cos)) / (m * (m - 1))) if m >= 2 else math.nan
+    return {"mean_cosine": mean_cos, "mean_norm": float(norms.mean())}
 
 
 def naive(x: np.ndarray) -> dict[str, float]:
@@ -103,6 +120,7 @@ def naive(x: np.ndarray) -> dict[str, float]:
     else:
         sclu = math.nan
     return {
+        **naive_directions(x),
         "rankme": rme(s),
         "rankme_normalized": rme(s) / k,
         "effective_rank": rme(sc),
@@ -116,7 +134,8 @@ def naive(x: np.ndarray) -> dict[str, float]:
     }
 
 
-#: relative tolerance of the spec (§15): 1e-4, 1e-3 for condition number, coherence, alpha-ReQ
+#: promised agreement with an exact float64 SVD: 1e-4 relative, 1e-3 for condition number,
+#: coherence and alpha-ReQ
 SPEC_REL = {k: 1e-4 for k in KEYS} | {
     "condition_number": 1e-3,
     "coherence": 1e-3,
@@ -151,7 +170,7 @@ MATS = random_matrices()
 
 
 # ------------------------------------------------------------------------------------------
-# §14 test vectors
+# known-answer test vectors
 # ------------------------------------------------------------------------------------------
 
 TABLE = {
@@ -292,7 +311,7 @@ def test_alpha_req_exact_power_law(a: float) -> None:
     assert alpha_req(x, center=False) == pytest.approx(a, abs=1e-8)
     if a == 1.0:
         assert nesum(x) == pytest.approx(5.878031, abs=1e-6)  # Σ_{i ≤ 200} 1/i
-        # the authors' code fits an exponential decay instead (spec §3): 1.454
+        # the authors' code fits an exponential decay instead: 1.454
         assert alpha_req(x, reference=True) == pytest.approx(1.454, abs=1e-3)
 
 
@@ -301,9 +320,9 @@ def test_alpha_req_reptrix_value() -> None:
     x = torch.randn(1000, 1024)
     assert alpha_req(x) == pytest.approx(0.148936, abs=1e-4)
     # REPTRIX's old window, ranks 6..100 (reusing the decomposition: a 1000 × 1024 SVD is slow)
-    spectrum = diag._analyze(x, centered=True).centered
+    spectrum = spectral.analyze(x, centered=True).centered
     assert spectrum is not None
-    assert diag._alpha_from(spectrum, (6, 100), True) == pytest.approx(0.12024, abs=1e-4)
+    assert metrics.alpha_from(spectrum, (6, 100), True) == pytest.approx(0.12024, abs=1e-4)
 
 
 def test_alpha_req_too_few_points_is_nan() -> None:
@@ -314,7 +333,7 @@ def test_alpha_req_too_few_points_is_nan() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# Gaussian expectations (spec §2–§8)
+# Gaussian expectations
 # ------------------------------------------------------------------------------------------
 
 
@@ -343,7 +362,7 @@ def test_gaussian_expectations(gaussian_suite: dict[str, float]) -> None:
 
 @pytest.mark.parametrize("name", sorted(MATS))
 @pytest.mark.parametrize("method", ["auto", "svd"])
-def test_suite_matches_naive(name: str, method: diag.Method) -> None:
+def test_suite_matches_naive(name: str, method: Method) -> None:
     x = MATS[name]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -368,6 +387,8 @@ def test_functions_match_suite(name: str) -> None:
             "condition_number": condition_number(x),
             "coherence": coherence(x),
             "self_cluster": self_cluster(x),
+            "mean_cosine": mean_cosine(x),
+            "mean_norm": mean_norm(x),
         }
     for key, value in single.items():
         assert close(suite[key], value, rel=1e-10, abs_=1e-12), (key, suite[key], value)
@@ -393,7 +414,7 @@ def test_chunking_and_torch_path_do_not_change_results(monkeypatch: pytest.Monke
         warnings.simplefilter("ignore", RuntimeWarning)
         ref = embedding_diagnostics(x)
         small = embedding_diagnostics(x, chunk_size=7)
-        monkeypatch.setattr(diag, "_NUMPY_PASS", False)  # the path GPU tensors take
+        monkeypatch.setattr(spectral, "_NUMPY_PASS", False)  # the path GPU tensors take
         torch_path = embedding_diagnostics(x, chunk_size=16)
     tight = {k: 1e-9 for k in KEYS}
     assert_matches(small, ref, tight)
@@ -409,15 +430,34 @@ def test_ill_conditioned_uses_safety_net() -> None:
     x = (q * np.logspace(0, -9, d)) @ v.T
     want = naive(x)
     assert want["condition_number"] == pytest.approx(1e9, rel=1e-3)
-    assert diag._analyze(torch.from_numpy(x), plain=True).plain.exact  # type: ignore[union-attr]
+    assert spectral.analyze(torch.from_numpy(x), plain=True).plain.exact  # type: ignore[union-attr]
     assert condition_number(torch.from_numpy(x)) == pytest.approx(
         want["condition_number"], rel=1e-3
     )
     assert_matches(embedding_diagnostics(torch.from_numpy(x)), want, SPEC_REL)
     # below the threshold (κ = 1e5) the Gram route itself is accurate enough
     y = (q * np.logspace(0, -5, d)) @ v.T
-    assert not diag._analyze(torch.from_numpy(y), plain=True).plain.exact  # type: ignore[union-attr]
+    assert not spectral.analyze(torch.from_numpy(y), plain=True).plain.exact  # type: ignore[union-attr]
     assert_matches(embedding_diagnostics(torch.from_numpy(y)), naive(y), SPEC_REL)
+
+
+def test_safety_net_qr_over_row_chunks() -> None:
+    """The QR route factors tall matrices a chunk at a time (no float64 copy of float32 input);
+    the spectra agree with one QR and with the naive SVD."""
+    g = np.random.default_rng(8)
+    n, d = 3000, 24
+    q, _ = np.linalg.qr(g.standard_normal((n, d)))
+    v, _ = np.linalg.qr(g.standard_normal((d, d)))
+    x = ((q * np.logspace(0, -9, d)) @ v.T + 0.01).astype(np.float32)  # κ ≈ 1e7 in float32
+    want = naive(x.astype(np.float64))
+    xt = torch.from_numpy(x)
+    chunked = spectral.analyze(xt, plain=True, centered=True, chunk_size=256)
+    one = spectral.analyze(xt, plain=True, centered=True)
+    assert chunked.plain is not None and chunked.plain.exact
+    for a, b in ((chunked.plain, one.plain), (chunked.centered, one.centered)):
+        assert a is not None and b is not None
+        torch.testing.assert_close(a.sigma, b.sigma, rtol=1e-9, atol=1e-9 * float(b.sigma[0]))
+    assert_matches(embedding_diagnostics(xt, chunk_size=256), want, SPEC_REL)
 
 
 def test_safety_net_per_spectrum() -> None:
@@ -425,7 +465,7 @@ def test_safety_net_per_spectrum() -> None:
     g = np.random.default_rng(6)
     x = low_rank(500, 30, 10, seed=6) + g.standard_normal(30) * 3.0
     x = np.hstack([x, np.full((500, 1), 2.0)])  # constant column: X_c loses a rank, X does not
-    a = diag._analyze(torch.from_numpy(x), plain=True, centered=True)
+    a = spectral.analyze(torch.from_numpy(x), plain=True, centered=True)
     assert a.plain is not None and a.centered is not None
     assert a.centered.exact and a.centered.rank == 10
     want = naive(x)
@@ -452,7 +492,7 @@ def test_higher_is_better_covers_every_key() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# reference (google-research) mode, spec §9
+# reference (google-research) mode
 # ------------------------------------------------------------------------------------------
 
 
@@ -570,3 +610,66 @@ def test_bad_options() -> None:
         embedding_diagnostics(x, chunk_size=0)
     with pytest.raises(ValueError, match="method"):
         embedding_diagnostics(x, method="gram")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------
+# directional collapse: mean cosine and mean norm
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(MATS))
+def test_mean_cosine_matches_naive_pairwise(name: str) -> None:
+    x = MATS[name]
+    want = naive_directions(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # zero_rows: dropped rows
+        got = mean_cosine(torch.from_numpy(x), chunk_size=17)
+        suite = embedding_diagnostics(torch.from_numpy(x))
+    assert got == pytest.approx(want["mean_cosine"], rel=1e-10, abs=1e-10)
+    assert suite["mean_cosine"] == pytest.approx(want["mean_cosine"], rel=1e-10, abs=1e-10)
+    assert mean_norm(x) == pytest.approx(want["mean_norm"], rel=1e-12)
+    assert suite["mean_norm"] == pytest.approx(want["mean_norm"], rel=1e-12)
+
+
+def test_mean_cosine_known_answers() -> None:
+    g = np.random.default_rng(7)
+    row = g.standard_normal(16)
+    assert mean_cosine(np.tile(row, (50, 1))) == pytest.approx(1.0, abs=1e-12)
+    scaled = np.outer(np.linspace(0.1, 9.0, 40), row)  # one direction, different norms
+    assert mean_cosine(scaled) == pytest.approx(1.0, abs=1e-12)
+    assert mean_cosine(np.vstack([row, -row])) == pytest.approx(-1.0, abs=1e-12)
+    assert mean_cosine(t64(PM1)) == pytest.approx(-1 / 3, abs=1e-12)  # 4 rows summing to 0
+    isotropic = g.standard_normal((4000, 64))
+    assert abs(mean_cosine(isotropic)) < 1e-3
+    shifted = isotropic + 3.0  # every row pushed towards (1, ..., 1): directional collapse
+    assert mean_cosine(shifted) > 0.8
+    assert effective_rank(shifted) > 60  # which the centered rank does not see
+    assert mean_norm(t64([[3.0, 4.0], [0.0, 0.0], [0.0, 2.0]])) == pytest.approx(7 / 3)
+    f32 = isotropic.astype(np.float32) + 3.0
+    assert mean_cosine(f32) == pytest.approx(naive_directions(f32)["mean_cosine"], rel=1e-10)
+
+
+def test_mean_cosine_zero_rows_dropped_not_nan() -> None:
+    x = MATS["zero_rows"]
+    with pytest.warns(RuntimeWarning, match="mean_cosine: dropped 3 of 153 all-zero"):
+        value = mean_cosine(x)
+    assert value == pytest.approx(mean_cosine(x[:150]), rel=1e-12)
+    with pytest.warns(RuntimeWarning, match="self_cluster and mean_cosine: dropped 3 of 153"):
+        got = embedding_diagnostics(x)
+    assert got["mean_cosine"] == pytest.approx(value, rel=1e-12)
+    assert got["mean_norm"] == pytest.approx(np.linalg.norm(x, axis=1).mean(), rel=1e-12)
+    with pytest.warns(RuntimeWarning, match="dropped 5 of 5"):
+        assert math.isnan(mean_cosine(np.zeros((5, 3))))  # no direction left: NaN, warned
+    assert mean_norm(np.zeros((5, 3))) == 0.0
+    assert math.isnan(mean_cosine(np.ones((1, 3))))  # a single row has no pair
+
+
+def test_mean_cosine_input_checks() -> None:
+    bad = np.ones((10, 3))
+    bad[[2, 5]] = np.nan
+    with pytest.raises(ValueError, match="2 of 10 rows"):
+        mean_cosine(bad)
+    with pytest.warns(RuntimeWarning, match="dropped 2 of 10"):
+        assert mean_cosine(bad, nan_policy="drop_rows") == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        mean_norm(bad, chunk_size=0)

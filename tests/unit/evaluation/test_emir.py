@@ -1,4 +1,4 @@
-"""EMIR (information sufficiency) tests — spec ``metrics-spec.md`` §10.10.
+"""EMIR (information sufficiency) tests.
 
 The estimator is stochastic; every test fixes its seeds and states its tolerance. Data sizes are
 chosen so the whole module runs in well under a minute on 2 CPU cores.
@@ -67,7 +67,7 @@ def _noisy_views(
     return [latent @ _rotation(d, g) + s * torch.randn(latent.shape, generator=g) for s in sigmas]
 
 
-# ------------------------------------------------------------------ known answers (§10.10)
+# ------------------------------------------------------------------ known answers
 
 
 def test_independent_gives_zero() -> None:
@@ -82,7 +82,7 @@ def test_independent_gives_zero() -> None:
 
 
 def test_identical_is_large_but_capped_and_respects_floor() -> None:
-    """U = Z -> 1.0 < I_S/d_Z < 1.55 (clamp cap), and H(Z|U)/d_Z >= -0.0811 (§10.5)."""
+    """U = Z -> 1.0 < I_S/d_Z < 1.55 (clamp cap), and H(Z|U)/d_Z >= -0.0811 (tanh floor)."""
     z = torch.randn(4000, 16, generator=_gen(1))
     r = information_sufficiency(z, z, EMIRConfig(n_epochs=40, seed=0))
     assert 1.0 < r.i_s_per_dim < 1.55
@@ -249,7 +249,7 @@ def test_informativeness_median_skips_diagonal_and_nan() -> None:
         informativeness(m, ["a", "b", "c"])
 
 
-# ------------------------------------------------------------------ baseline (§10.9)
+# ------------------------------------------------------------------ cross-encoder baseline
 
 
 def test_cross_encoder_l2_identity_vs_independent_and_ranking() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphssl.evaluation.linear_probe import _encode_classes
+from graphssl.evaluation.probe_inputs import encode_classes
 
 
 def positive_grid(values: Sequence[float], name: str = "C") -> list[float]:
@@ -47,7 +47,7 @@ def stratified_grid_search(
     """
     from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
-    _, encoded = _encode_classes(y)
+    _, encoded = encode_classes(y)
     smallest = int(torch.bincount(encoded).min())
     folds = min(inner_folds, smallest)
     if folds < 2:

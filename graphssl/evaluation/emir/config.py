@@ -1,0 +1,144 @@
+"""Settings and result of the KNIFE-based ``I_S`` estimator."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "CONDITIONAL_ENTROPY_FLOOR_PER_DIM",
+    "GAUSSIAN_ENTROPY_PER_DIM",
+    "EMIRConfig",
+    "EMIRResult",
+]
+
+#: ``-log p(z|u) / d_Z`` can never go below this (std >= 1/e under the tanh clamp).
+CONDITIONAL_ENTROPY_FLOOR_PER_DIM: float = 0.5 * math.log(2.0 * math.pi) - 1.0
+#: Differential entropy per dimension of a standard normal, ``1/2 log(2 pi e)``.
+GAUSSIAN_ENTROPY_PER_DIM: float = 0.5 * math.log(2.0 * math.pi * math.e)
+
+
+@dataclass(frozen=True)
+class EMIRConfig:
+    """Hyperparameters of the KNIFE-based ``I_S`` estimator (defaults: ``KNIFEArgs``).
+
+    Args:
+        batch_size: minibatch size for both kernels (default: ``64``).
+        marg_modes: mixture components of the marginal ``p(z)`` (default: ``8``).
+        cond_modes: mixture components of the conditional ``p(z|u)`` (default: ``8``).
+        ff_layers: ``[LayerNorm -> Linear -> ReLU]`` blocks before the output layer of the
+            conditional net (default: ``2``, i.e. 3 Linear layers).
+        ff_dim_hidden: hidden width of the conditional net; ``0`` means ``d_Z`` (default: ``0``).
+        lr: Adam learning rate of the conditional kernel (default: ``1e-3``).
+        margin_lr: Adam learning rate of the marginal kernel (default: ``1e-3``).
+        n_epochs: epochs of the conditional kernel (default: ``10``).
+        n_epochs_marg: epochs of the marginal kernel (default: ``5``).
+        use_tanh: scale ``s = exp(tanh(l))`` (std in ``[1/e, e]``) instead of ``exp(l)``
+            (default: ``True``).
+        optimize_mu: learn ``marg_modes`` marginal means; if ``False`` the marginal uses
+            ``batch_size`` fixed means drawn from the data (KDE-like variant) (default: ``True``,
+            as in every EMIR config).
+        average: ``"var"`` learns the mixture weights of the marginal, ``"fixed"`` keeps them
+            uniform (default: ``"var"``).
+        init_std: std of the random initialisation of means and log-scales (default: ``0.01``).
+        stopping_criterion: ``"max_epochs"`` or ``"early_stopping"`` for the conditional kernel
+            (default: ``"max_epochs"``).
+        eps: early stop when ``|(L_t - L_{t-1}) / H(Z)| < eps`` ... (default: ``1e-3``).
+        n_epochs_stop: ... for this many consecutive epochs (default: ``1``).
+        held_out: evaluate both entropies on a held-out part instead of the training samples
+            (default: ``False``, as the reference code).
+        held_out_fraction: size of the held-out part when ``held_out`` (default: ``0.2``).
+        seed: seeds initialisation, shuffling and the held-out split (default: ``0``).
+        device: where the kernels are trained (default: ``"cpu"``).
+        n_jobs: worker processes of :func:`pairwise_information_sufficiency`, one target column
+            at a time each, ``cpu_count // n_jobs`` torch threads per worker; ``-1`` means one
+            per CPU core. The kernels train on minibatches of 64, where one single-threaded
+            process per core beats one process with many threads (benchmarks/bench_emir.py).
+            Every pair is seeded on its own, so the matrix does not depend on it
+            (default: ``1``, in this process).
+    """
+
+    batch_size: int = 64
+    marg_modes: int = 8
+    cond_modes: int = 8
+    ff_layers: int = 2
+    ff_dim_hidden: int = 0
+    lr: float = 1e-3
+    margin_lr: float = 1e-3
+    n_epochs: int = 10
+    n_epochs_marg: int = 5
+    use_tanh: bool = True
+    optimize_mu: bool = True
+    average: Literal["var", "fixed"] = "var"
+    init_std: float = 0.01
+    stopping_criterion: Literal["max_epochs", "early_stopping"] = "max_epochs"
+    eps: float = 1e-3
+    n_epochs_stop: int = 1
+    held_out: bool = False
+    held_out_fraction: float = 0.2
+    seed: int = 0
+    device: str = "cpu"
+    n_jobs: int = 1
+
+    def __post_init__(self) -> None:
+        if (
+            not isinstance(self.n_jobs, int)
+            or isinstance(self.n_jobs, bool)
+            or (self.n_jobs < 1 and self.n_jobs != -1)
+        ):
+            raise ValueError(
+                f"EMIRConfig.n_jobs must be a positive integer or -1 (all cores), got "
+                f"{self.n_jobs!r}"
+            )
+        for name in ("batch_size", "marg_modes", "cond_modes", "n_epochs_stop"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"EMIRConfig.{name} must be a positive integer, got {value!r}")
+        for name in ("ff_layers", "ff_dim_hidden", "n_epochs", "n_epochs_marg"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"EMIRConfig.{name} must be a non-negative integer, got {value!r}")
+        if self.average not in ("var", "fixed"):
+            raise ValueError(f"EMIRConfig.average must be 'var' or 'fixed', got {self.average!r}")
+        if self.stopping_criterion not in ("max_epochs", "early_stopping"):
+            raise ValueError(
+                "EMIRConfig.stopping_criterion must be 'max_epochs' or 'early_stopping', got "
+                f"{self.stopping_criterion!r}"
+            )
+        if not 0.0 < self.held_out_fraction < 1.0:
+            raise ValueError(
+                f"EMIRConfig.held_out_fraction must be in (0, 1), got {self.held_out_fraction!r}"
+            )
+        if self.lr <= 0 or self.margin_lr <= 0:
+            raise ValueError(
+                f"EMIRConfig learning rates must be positive, got lr={self.lr!r}, "
+                f"margin_lr={self.margin_lr!r}"
+            )
+
+
+@dataclass(frozen=True)
+class EMIRResult:
+    """Outcome of one ``I_S(U -> Z)`` estimate (entropies in nats).
+
+    Attributes:
+        h_z: marginal cross-entropy estimate ``H(Z)``.
+        h_z_given_u: conditional cross-entropy estimate ``H(Z|U)``.
+        i_s: ``h_z - h_z_given_u``.
+        i_s_per_dim: ``i_s / d_z`` (the quantity EMIR aggregates).
+        d_u: dimensions of ``U`` used (after dropping zero-variance ones).
+        d_z: dimensions of ``Z`` used (after dropping zero-variance ones).
+        dropped_u: zero-variance dimensions dropped from ``U``.
+        dropped_z: zero-variance dimensions dropped from ``Z``.
+        n_eval: samples the entropies were averaged over.
+    """
+
+    h_z: float
+    h_z_given_u: float
+    i_s: float
+    i_s_per_dim: float
+    d_u: int
+    d_z: int
+    dropped_u: int = 0
+    dropped_z: int = 0
+    n_eval: int = 0

@@ -1,0 +1,102 @@
+"""The base class of every probe: a supervised model fitted on frozen embeddings.
+
+A probe answers one question about embeddings ``[N, D]``: how well do they predict the labels of
+a task, when a simple model is trained on the training rows, tuned on the validation rows and
+scored on the test rows? :meth:`Probe.evaluate` validates the inputs the same way for every probe
+and returns ``{"<split>_<metric>": value, ...}`` plus the hyperparameters the probe selected.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from graphssl.evaluation.probe_inputs import (
+    ArrayLike,
+    class_labels,
+    multilabel_targets,
+    prepare_inputs,
+    regression_targets,
+)
+
+__all__ = ["SPLITS", "TASKS", "Probe", "Task"]
+
+Task = Literal["classification", "regression", "multilabel"]
+#: The tasks a probe can serve: single-label classes, real targets, or {0, 1, NaN} label vectors.
+TASKS: tuple[Task, ...] = ("classification", "regression", "multilabel")
+#: The splits :meth:`Probe.evaluate` receives, in this order.
+SPLITS: tuple[str, ...] = ("train", "val", "test")
+
+
+class Probe(ABC):
+    """A model fitted on frozen embeddings and scored on the train/val/test splits.
+
+    Subclasses follow scikit-learn's estimator contract: ``__init__`` stores (and checks) the
+    parameters and does nothing else, ``fit`` returns ``self``, and everything learnt by fitting
+    is an attribute whose name ends in ``_``. They implement :meth:`_evaluate`, which receives the
+    validated inputs; :meth:`evaluate` does the validation every probe shares.
+
+    Subclasses whose task is not single-label classification override :attr:`task`.
+    """
+
+    @property
+    def task(self) -> Task:
+        """What the labels are: ``"classification"`` (class ids ``[N]``), ``"regression"``
+        (real targets ``[N]`` or ``[N, T]``) or ``"multilabel"`` (``[N, T]`` in
+        {0, 1, NaN = missing}); it selects how :meth:`targets` validates them."""
+        return "classification"
+
+    def evaluate(
+        self,
+        embeddings: ArrayLike,
+        labels: ArrayLike | None,
+        train_mask: ArrayLike,
+        val_mask: ArrayLike,
+        test_mask: ArrayLike,
+    ) -> dict[str, Any]:
+        """Fit on ``train_mask``, tune on ``val_mask`` (as the probe defines), score every split.
+
+        Args:
+            embeddings: ``[N, D]`` floating embeddings.
+            labels: one label per row, as :attr:`task` says.
+            train_mask, val_mask, test_mask: boolean masks ``[N]`` or index tensors.
+
+        Returns:
+            ``{"<split>_<metric>": value}`` for the splits the probe scores, plus the
+            hyperparameters it selected (e.g. ``weight_decay``).
+        """
+        x, y, idx = prepare_inputs(
+            embeddings,
+            labels,
+            {"train_mask": train_mask, "val_mask": val_mask, "test_mask": test_mask},
+        )
+        rows = {split: idx[f"{split}_mask"] for split in SPLITS}
+        return self._evaluate(x, self.targets(y, torch.cat(list(rows.values()))), rows)
+
+    def targets(self, labels: Tensor, rows: Tensor) -> Tensor:
+        """``labels`` validated for :attr:`task` on the evaluated ``rows``.
+
+        Returns:
+            ``long`` class ids ``[N]`` (classification), float64 ``[N, T]`` (multilabel) or
+            float64 targets of the input's shape (regression).
+        """
+        if self.task == "classification":
+            return class_labels(labels, rows)
+        if self.task == "multilabel":
+            return multilabel_targets(labels, rows)
+        if self.task == "regression":
+            return regression_targets(labels, rows)
+        raise ValueError(f"{type(self).__name__}.task must be one of {TASKS}, got {self.task!r}")
+
+    @abstractmethod
+    def _evaluate(self, x: Tensor, targets: Tensor, rows: dict[str, Tensor]) -> dict[str, Any]:
+        """Fit and score on validated inputs.
+
+        Args:
+            x: ``[N, D]`` float64 embeddings.
+            targets: labels from :meth:`targets`.
+            rows: ``{"train", "val", "test"}`` → ``long`` row indices.
+        """
