@@ -35,7 +35,8 @@ from graphssl.data.base import DataModule, Split
 from graphssl.data.sampler import make_neighbor_loader
 from graphssl.evaluation import extraction
 from graphssl.evaluation.extraction import extract_embeddings
-from graphssl.methods.base import SSLMethod, encode
+from graphssl.methods.base import SSLMethod
+from graphssl.models.encode import encode
 from graphssl.models.encoders import GCNEncoder, SAGEEncoder
 
 ENCODERS: dict[str, type[nn.Module]] = {"GCN": GCNEncoder, "SAGE": SAGEEncoder}

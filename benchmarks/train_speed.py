@@ -6,9 +6,10 @@ from the same seed on one dataset and times ``E`` full-batch epochs:
 - **Trainer**: :meth:`graphssl.training.trainer.Trainer.fit` (no callbacks, no progress bar, no
   early stopping);
 - **bare loop**: ``for _ in range(E): opt.zero_grad(); method.loss(data)["loss"].backward();
-  opt.step(); method.on_after_optimizer_step(step, E)``. The hook is part of the method's own work
-  (BGRL/AFGRL/GraphDINO update their EMA teacher there, GraphMAE its learning rate), so both
-  sides run it and the ratio measures what the loop itself adds.
+  opt.step(); method.on_after_optimizer_step(step, E); scheduler.step()``. The hook and the
+  model config's learning-rate schedule are part of the method's own work (BGRL/AFGRL/GraphDINO
+  update their EMA teacher in the hook, GraphMAE's config anneals its learning rate), so both
+  sides run them and the ratio measures what the loop itself adds.
 
 Both sides warm up for one epoch first; their timed runs alternate ``--repeats`` times and the
 fastest run of each side is compared (the least disturbed by other load on the machine).
@@ -83,6 +84,7 @@ def time_trainer(method: str, dataset: str, hidden: int | None, epochs: int) -> 
 def time_bare(method: str, dataset: str, hidden: int | None, epochs: int) -> float:
     def loop(m, data, n: int) -> None:  # type: ignore[no-untyped-def]
         opt = m.configure_optimizer()
+        scheduler = m.configure_scheduler(opt, n)
         m.on_train_start(data, n)
         m.train()
         for step in range(1, n + 1):
@@ -90,6 +92,8 @@ def time_bare(method: str, dataset: str, hidden: int | None, epochs: int) -> flo
             m.loss(data)["loss"].backward()
             opt.step()
             m.on_after_optimizer_step(step, n)
+            if scheduler is not None:
+                scheduler.step()
 
     m, dm = build(method, dataset, hidden)
     loop(m, dm.data, 1)  # warm-up

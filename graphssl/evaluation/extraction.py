@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 from tqdm import tqdm
 
-from graphssl.methods.base import encode
+from graphssl.models.encode import encode
 
 if TYPE_CHECKING:
     from graphssl.data.base import DataModule

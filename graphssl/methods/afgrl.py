@@ -10,9 +10,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
-from graphssl.methods.bgrl import cosine_ema_momentum, ema_update
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
 from graphssl.methods.losses import bootstrap_cosine
+from graphssl.methods.momentum import cosine_ema_momentum, ema_update
+from graphssl.models.encode import encode
 from graphssl.models.heads import MLPHead
 
 
@@ -109,6 +110,8 @@ class AFGRL(SSLMethod):
         num_clusters: k-means clusters (default: ``100``).
         num_kmeans: k-means runs whose cluster relations are OR-ed (default: ``5``).
         kmeans_iters: Lloyd iterations per run (default: ``20``).
+        scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
+            step (default: ``None``, a constant learning rate).
     """
 
     def __init__(
@@ -121,8 +124,9 @@ class AFGRL(SSLMethod):
         num_clusters: int = 100,
         num_kmeans: int = 5,
         kmeans_iters: int = 20,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer)
+        super().__init__(optimizer, scheduler)
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"momentum must be in [0, 1], got {momentum}")
         for name, value in (

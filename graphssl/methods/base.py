@@ -1,57 +1,27 @@
-"""Base class of every SSL method, and the one way to run an encoder on a batch.
+"""Base class of every SSL method.
 
 A method implements :meth:`SSLMethod.loss` (a dict with key ``"loss"``) and
 :meth:`SSLMethod.forward` (embeddings, by its own evaluation convention), and names its
 sub-encoders in :meth:`SSLMethod.encoders` so ``extract_embeddings(encoder_source=...)`` can pick
-one. It never writes an epoch loop: :mod:`graphssl.training` owns that.
+one. It never writes an epoch loop: :mod:`graphssl.training` owns that, and steps the
+learning-rate schedule the method builds in :meth:`SSLMethod.configure_scheduler`.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torch import Tensor, nn
 from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LRScheduler
 from torch_geometric.data import Data
-from torch_geometric.nn import global_add_pool, global_mean_pool
-
-if TYPE_CHECKING:  # graphssl.training imports this module
-    from graphssl.training.schedules import CosineLR
 
 OptimizerFactory = Callable[..., Optimizer]
-
-
-def encode(
-    encoder: nn.Module, batch: Data, *, graph_level: bool = False, pool: str = "mean"
-) -> Tensor:
-    """Run ``encoder`` on ``batch`` with the uniform ``(x, edge_index, edge_weight)`` call.
-
-    Args:
-        encoder: a :class:`~graphssl.models.encoders.GNNEncoder` (or compatible module).
-        batch: a PyG ``Data``/``Batch``.
-        graph_level: pool node embeddings into one row per graph (``batch.batch``).
-        pool: ``"mean"`` or ``"sum"`` readout when ``graph_level`` (default: ``"mean"``).
-
-    Returns:
-        ``[N, D]`` node embeddings, or ``[num_graphs, D]`` when ``graph_level``.
-
-    An image batch (a ``[B, C, H, W]`` tensor, or a tuple ``(x, y)`` from an image
-    DataModule) is passed to ``encoder(x)`` as is: image encoders pool by themselves.
-    """
-    if isinstance(batch, Tensor):
-        return encoder(batch)  # type: ignore[no-any-return]
-    if isinstance(batch, (tuple, list)):
-        return encoder(batch[0])  # type: ignore[no-any-return]
-    h: Tensor = encoder(batch.x, batch.edge_index, getattr(batch, "edge_weight", None))
-    if not graph_level:
-        return h
-    index = getattr(batch, "batch", None)
-    if pool == "sum":
-        return global_add_pool(h, index)
-    if pool == "mean":
-        return global_mean_pool(h, index)
-    raise ValueError(f"pool must be 'mean' or 'sum', got {pool!r}")
+#: a partial learning-rate scheduler constructor (Hydra ``_partial_: true``), called with the
+#: optimizer, and with ``max_steps`` (the optimizer steps of the whole run) when it takes one
+SchedulerFactory = Callable[..., LRScheduler]
 
 
 class SSLMethod(nn.Module):
@@ -60,6 +30,10 @@ class SSLMethod(nn.Module):
     Args:
         optimizer: a partial optimizer constructor (Hydra ``_partial_: true``), called with the
             method's trainable parameters.
+        scheduler: a partial learning-rate scheduler constructor (e.g.
+            :class:`~graphssl.training.schedules.CosineLR`), called with the optimizer and the
+            run's ``max_steps`` by :meth:`configure_scheduler`; the trainer steps it after every
+            optimizer step and saves it in checkpoints. ``None``: a constant learning rate.
     """
 
     #: whether the method can train on ``NeighborLoader`` mini-batches (``trainer.mini_batch``).
@@ -67,12 +41,14 @@ class SSLMethod(nn.Module):
     #: ``True`` when the method embeds whole graphs (InfoGraph, GraphCL).
     graph_level: bool = False
 
-    def __init__(self, optimizer: OptimizerFactory | None = None) -> None:
+    def __init__(
+        self,
+        optimizer: OptimizerFactory | None = None,
+        scheduler: SchedulerFactory | None = None,
+    ) -> None:
         super().__init__()
         self._optimizer_factory = optimizer
-        #: a learning-rate schedule (e.g. :class:`~graphssl.training.schedules.CosineLR`) that
-        #: :meth:`configure_optimizer` attaches and :meth:`on_after_optimizer_step` advances
-        self.lr_schedule: CosineLR | None = None
+        self._scheduler_factory = scheduler
 
     # ------------------------------------------------------------------ contract
     def encoders(self) -> dict[str, nn.Module]:
@@ -92,10 +68,22 @@ class SSLMethod(nn.Module):
         """The optimizer over :meth:`trainable_parameters`; ``None`` for gradient-free methods."""
         if self._optimizer_factory is None:
             raise ValueError(f"{type(self).__name__} needs an optimizer (got optimizer=None)")
-        optimizer = self._optimizer_factory(list(self.trainable_parameters()))
-        if self.lr_schedule is not None:
-            self.lr_schedule.attach(optimizer)
-        return optimizer
+        return self._optimizer_factory(list(self.trainable_parameters()))
+
+    def configure_scheduler(self, optimizer: Optimizer, max_steps: int) -> LRScheduler | None:
+        """The learning-rate scheduler of ``optimizer``, stepped after every optimizer step;
+        ``None`` when the method was given no ``scheduler``.
+
+        Args:
+            optimizer: what :meth:`configure_optimizer` returned.
+            max_steps: optimizer steps of the whole run, passed to schedulers that take it.
+        """
+        factory = self._scheduler_factory
+        if factory is None:
+            return None
+        if "max_steps" in inspect.signature(factory).parameters:
+            return factory(optimizer, max_steps=max_steps)
+        return factory(optimizer)
 
     def trainable_parameters(self) -> Iterator[nn.Parameter]:
         return (p for p in self.parameters() if p.requires_grad)
@@ -104,10 +92,7 @@ class SSLMethod(nn.Module):
         """Called once before the first epoch with the training graph (e.g. to precompute)."""
 
     def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
-        """Called after every optimizer step (EMA target updates, schedules); overrides call
-        ``super()`` to keep :attr:`lr_schedule` running."""
-        if self.lr_schedule is not None:
-            self.lr_schedule.step(step, max_steps)
+        """Called after every optimizer step with the steps done so far (EMA target updates)."""
 
     def classifier_logits(self, embeddings: Tensor) -> Tensor | None:
         """Class logits from the embeddings :meth:`forward` returns, for methods that train a

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Iterator
 
 import torch
@@ -11,27 +10,12 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 from torch_geometric.nn.inits import reset
 
-from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
 from graphssl.methods.losses import bootstrap_cosine
+from graphssl.methods.momentum import cosine_ema_momentum, ema_update
 from graphssl.models.augment import GraphAugment, edge_and_feature
+from graphssl.models.encode import encode
 from graphssl.models.heads import MLPHead
-from graphssl.training.schedules import CosineLR
-
-
-def cosine_ema_momentum(step: int, max_steps: int, base: float) -> float:
-    """BYOL's schedule: momentum rises from ``base`` to 1 along a cosine over training."""
-    if max_steps <= 1:
-        return base
-    return 1.0 - (1.0 - base) * (math.cos(math.pi * step / max_steps) + 1) / 2
-
-
-@torch.no_grad()
-def ema_update(target: nn.Module, online: nn.Module, momentum: float) -> None:
-    """``target ← momentum·target + (1 − momentum)·online`` for parameters and buffers."""
-    for t, o in zip(target.parameters(), online.parameters(), strict=True):
-        t.mul_(momentum).add_(o.detach(), alpha=1.0 - momentum)
-    for tb, ob in zip(target.buffers(), online.buffers(), strict=True):
-        tb.copy_(ob)
 
 
 class BGRL(SSLMethod):
@@ -48,11 +32,10 @@ class BGRL(SSLMethod):
         augment2: second view (default: drop edges 0.2, mask features 0.4).
         predictor_hidden: hidden size of the predictor MLP (default: ``512``).
         momentum: base EMA momentum of the target, annealed to 1 (default: ``0.99``).
-        cosine_lr: anneal the learning rate along a cosine to 0 over training, as the reference
-            code does (default: ``False``).
-        lr_warmup: with ``cosine_lr``, the fraction of the training steps over which the
-            learning rate first rises linearly (the reference: 1000 of 10000 epochs, ``0.1``)
-            (default: ``0.0``).
+        scheduler: partial learning-rate scheduler constructor; the reference code anneals
+            along a cosine to 0 after a linear warm-up over 1000 of 10000 epochs
+            (:class:`~graphssl.training.schedules.CosineLR` with ``warmup=0.1``)
+            (default: ``None``, a constant learning rate).
         predictor_batch_norm: a BatchNorm in the predictor's hidden layer, as BYOL's; the BGRL
             reference predictor is ``Linear → PReLU → Linear`` without one (default: ``True``).
         reinit_target: draw the target encoder's initial weights afresh instead of copying the
@@ -67,12 +50,11 @@ class BGRL(SSLMethod):
         augment2: GraphAugment | None = None,
         predictor_hidden: int = 512,
         momentum: float = 0.99,
-        cosine_lr: bool = False,
-        lr_warmup: float = 0.0,
+        scheduler: SchedulerFactory | None = None,
         predictor_batch_norm: bool = True,
         reinit_target: bool = False,
     ) -> None:
-        super().__init__(optimizer)
+        super().__init__(optimizer, scheduler)
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"momentum must be in [0, 1], got {momentum}")
         self.online = encoder
@@ -85,9 +67,6 @@ class BGRL(SSLMethod):
         self.augment1 = augment1 or edge_and_feature(0.3, 0.3)
         self.augment2 = augment2 or edge_and_feature(0.2, 0.4)
         self.momentum = momentum
-        if lr_warmup and not cosine_lr:
-            raise ValueError(f"lr_warmup={lr_warmup} needs cosine_lr=true")
-        self.lr_schedule = CosineLR(lr_warmup) if cosine_lr else None
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"online": self.online, "target": self.target, "encoder": self.online}
@@ -111,4 +90,3 @@ class BGRL(SSLMethod):
 
     def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
         ema_update(self.target, self.online, cosine_ema_momentum(step, max_steps, self.momentum))
-        super().on_after_optimizer_step(step, max_steps)

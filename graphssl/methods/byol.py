@@ -9,10 +9,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from graphssl.methods.base import OptimizerFactory
-from graphssl.methods.bgrl import cosine_ema_momentum, ema_update
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory
 from graphssl.methods.image import ImageSSLMethod, views_of
 from graphssl.methods.losses import bootstrap_cosine
+from graphssl.methods.momentum import cosine_ema_momentum, ema_update
 from graphssl.models.heads import MLPHead
 
 
@@ -31,6 +31,8 @@ class BYOL(ImageSSLMethod):
         projection_hidden: hidden size of the projector (default: ``512``).
         predictor_hidden: hidden size of the predictor (default: ``512``).
         momentum: base EMA momentum of the target (default: ``0.99``).
+        scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
+            step (default: ``None``, a constant learning rate).
     """
 
     def __init__(
@@ -41,8 +43,9 @@ class BYOL(ImageSSLMethod):
         projection_hidden: int = 512,
         predictor_hidden: int = 512,
         momentum: float = 0.99,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer)
+        super().__init__(optimizer, scheduler)
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"momentum must be in [0, 1], got {momentum}")
         dim = int(encoder.out_channels)  # type: ignore[arg-type]

@@ -6,8 +6,9 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
 from graphssl.models.augment import GraphAugment, edge_and_feature
+from graphssl.models.encode import encode
 
 
 def standardize(h: Tensor, eps: float = 1e-8) -> Tensor:
@@ -47,6 +48,8 @@ class CCASSG(SSLMethod):
         augment: the view distribution, sampled twice per step (default: drop edges 0.4, mask
             feature columns 0.1, the paper's Cora setting).
         lambd: weight ``λ`` of the decorrelation term (default: ``1e-3``).
+        scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
+            step (default: ``None``, a constant learning rate).
     """
 
     def __init__(
@@ -55,8 +58,9 @@ class CCASSG(SSLMethod):
         optimizer: OptimizerFactory | None = None,
         augment: GraphAugment | None = None,
         lambd: float = 1e-3,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer)
+        super().__init__(optimizer, scheduler)
         if lambd < 0:
             raise ValueError(f"lambd must be >= 0, got {lambd}")
         self.encoder = encoder

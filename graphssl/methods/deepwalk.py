@@ -18,7 +18,8 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch_geometric.data import Data
 
-from graphssl.methods.base import SSLMethod, encode
+from graphssl.methods.base import SSLMethod
+from graphssl.models.encode import encode
 from graphssl.models.random_walk import random_walks, skipgram_fit
 
 log = logging.getLogger(__name__)

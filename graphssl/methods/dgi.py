@@ -8,8 +8,9 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
 from graphssl.methods.losses import dgi_bce
+from graphssl.models.encode import encode
 
 
 def shuffle_nodes(x: Tensor) -> Tensor:
@@ -31,10 +32,17 @@ class DGI(SSLMethod):
     Args:
         encoder: GNN mapping ``(x, edge_index)`` to node embeddings ``(N, D)``.
         optimizer: partial optimizer constructor (default in config: Adam, lr 1e-3).
+        scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
+            step (default: ``None``, a constant learning rate).
     """
 
-    def __init__(self, encoder: nn.Module, optimizer: OptimizerFactory | None = None) -> None:
-        super().__init__(optimizer)
+    def __init__(
+        self,
+        encoder: nn.Module,
+        optimizer: OptimizerFactory | None = None,
+        scheduler: SchedulerFactory | None = None,
+    ) -> None:
+        super().__init__(optimizer, scheduler)
         self.encoder = encoder
         dim = int(encoder.out_channels)  # type: ignore[arg-type]
         # bilinear discriminator h^T W s; one summary vector, so W s is computed once per step

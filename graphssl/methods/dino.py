@@ -7,57 +7,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.utils.parametrizations import weight_norm
 
-from graphssl.methods.base import OptimizerFactory
-from graphssl.methods.bgrl import cosine_ema_momentum, ema_update
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory
 from graphssl.methods.image import ImageSSLMethod, views_of
 from graphssl.methods.losses import dino_loss
-
-
-class DINOHead(nn.Module):
-    """DINO's projection head: 3-layer MLP (GELU) → L2-normalised bottleneck → weight-normalised
-    linear layer to ``out_dim`` prototypes (its norm fixed to 1 when ``norm_last_layer``).
-
-    Args:
-        in_dim: backbone feature size.
-        out_dim: number of prototypes ``K`` (default: ``4096``).
-        hidden_dim: MLP hidden size (default: ``512``).
-        bottleneck_dim: MLP output size (default: ``128``).
-        norm_last_layer: freeze the norm of the last layer's weight to 1 (default: ``True``).
-    """
-
-    def __init__(
-        self,
-        in_dim: int,
-        out_dim: int = 4096,
-        hidden_dim: int = 512,
-        bottleneck_dim: int = 128,
-        norm_last_layer: bool = True,
-    ) -> None:
-        super().__init__()
-        self.mlp = nn.Sequential(
-            nn.Linear(in_dim, hidden_dim),
-            nn.GELU(),
-            nn.Linear(hidden_dim, hidden_dim),
-            nn.GELU(),
-            nn.Linear(hidden_dim, bottleneck_dim),
-        )
-        for m in self.mlp:
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                nn.init.zeros_(m.bias)
-        self.last = weight_norm(nn.Linear(bottleneck_dim, out_dim, bias=False))
-        g = self.last.parametrizations.weight.original0
-        with torch.no_grad():
-            g.fill_(1.0)
-        g.requires_grad_(not norm_last_layer)
-
-    def forward(self, x: Tensor) -> Tensor:
-        out: Tensor = self.last(F.normalize(self.mlp(x), dim=-1))
-        return out
+from graphssl.methods.momentum import cosine_ema_momentum, ema_update
+from graphssl.models.heads import DINOHead
 
 
 class DINO(ImageSSLMethod):
@@ -84,6 +40,8 @@ class DINO(ImageSSLMethod):
         center_momentum: EMA momentum of the centre (default: ``0.9``).
         momentum: base EMA momentum of the teacher, annealed to 1 (default: ``0.996``).
         norm_last_layer: freeze the norm of the head's last layer (default: ``True``).
+        scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
+            step (default: ``None``, a constant learning rate).
     """
 
     center: Tensor
@@ -102,8 +60,9 @@ class DINO(ImageSSLMethod):
         center_momentum: float = 0.9,
         momentum: float = 0.996,
         norm_last_layer: bool = True,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer)
+        super().__init__(optimizer, scheduler)
         for key, value in (
             ("student_temp", student_temp),
             ("teacher_temp", teacher_temp),
@@ -120,7 +79,16 @@ class DINO(ImageSSLMethod):
                 raise ValueError(f"{key} must be in [0, 1], got {value}")
         dim = int(encoder.out_channels)  # type: ignore[arg-type]
         self.student = encoder
-        self.student_head = DINOHead(dim, out_dim, hidden_dim, bottleneck_dim, norm_last_layer)
+        self.student_head = DINOHead(
+            dim,
+            hidden_channels=hidden_dim,
+            bottleneck=bottleneck_dim,
+            num_prototypes=out_dim,
+            batch_norm=False,
+            last_layer="weight_norm",
+            norm_last_layer=norm_last_layer,
+            trunc_normal_init=True,
+        )
         self.teacher = copy.deepcopy(encoder).requires_grad_(False)
         self.teacher_head = copy.deepcopy(self.student_head).requires_grad_(False)
         self.register_buffer("center", torch.zeros(1, out_dim))

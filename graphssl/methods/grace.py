@@ -5,9 +5,10 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
 from graphssl.methods.losses import info_nce
 from graphssl.models.augment import GraphAugment, edge_and_feature
+from graphssl.models.encode import encode
 from graphssl.models.heads import MLPHead
 
 
@@ -24,6 +25,8 @@ class GRACE(SSLMethod):
         augment2: augmentation of the second view (default: drop edges 0.4, mask features 0.4).
         projection_dim: size of the projection head's output (default: ``128``).
         tau: softmax temperature (default: ``0.5``).
+        scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
+            step (default: ``None``, a constant learning rate).
     """
 
     def __init__(
@@ -34,8 +37,9 @@ class GRACE(SSLMethod):
         augment2: GraphAugment | None = None,
         projection_dim: int = 128,
         tau: float = 0.5,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer)
+        super().__init__(optimizer, scheduler)
         if tau <= 0:
             raise ValueError(f"tau must be > 0, got {tau}")
         self.encoder = encoder

@@ -3,89 +3,19 @@
 from __future__ import annotations
 
 import copy
-import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
-from graphssl.methods.bgrl import cosine_ema_momentum, ema_update
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
+from graphssl.methods.losses import dino_cross_entropy
+from graphssl.methods.momentum import cosine_ema_momentum, ema_update
 from graphssl.models.augment import GraphAugment, edge_and_feature
-
-
-def dino_loss(
-    student_logits: Sequence[Tensor], teacher_probs: Sequence[Tensor], student_temp: float = 0.1
-) -> Tensor:
-    """DINO's cross-view cross-entropy ``H(P_teacher(view a), P_student(view b))``, a ≠ b.
-
-    Args:
-        student_logits: one ``(N, K)`` tensor of prototype scores per view.
-        teacher_probs: one ``(N, K)`` tensor of (centered, sharpened) teacher probabilities per
-            view, in the same view order; no gradient flows into them.
-        student_temp: temperature of the student softmax.
-
-    Returns:
-        The mean over view pairs of the mean over rows of the cross-entropy.
-    """
-    total = student_logits[0].new_zeros(())
-    terms = 0
-    for a, q in enumerate(teacher_probs):
-        for b, s in enumerate(student_logits):
-            if a == b:
-                continue
-            total = total - (q.detach() * F.log_softmax(s / student_temp, dim=-1)).sum(-1).mean()
-            terms += 1
-    if terms == 0:
-        raise ValueError(f"dino_loss needs at least two views, got {len(student_logits)}")
-    return total / terms
-
-
-class DINOHead(nn.Module):
-    """DINO's projection head: an MLP to a bottleneck, l2-normalisation, then cosine scores
-    against ``num_prototypes`` unit-norm prototypes (weight normalisation with the gain fixed to
-    one). ``(N, in_channels)`` → ``(N, num_prototypes)``, every score in ``[-1, 1]``.
-
-    Args:
-        in_channels: input size.
-        hidden_channels: hidden size of the MLP (default: ``512``).
-        bottleneck: size of the normalised bottleneck (default: ``128``).
-        num_prototypes: output size ``K`` (default: ``1024``).
-        num_layers: linear layers before the bottleneck output, GELU between (default: ``3``).
-        batch_norm: BatchNorm1d after every hidden linear layer, as DINO's head for convnets
-            (default: ``True``; nodes of one graph are similar, and batch statistics keep the
-            scores of different nodes apart, against collapse to the uniform distribution).
-    """
-
-    def __init__(
-        self,
-        in_channels: int,
-        hidden_channels: int = 512,
-        bottleneck: int = 128,
-        num_prototypes: int = 1024,
-        num_layers: int = 3,
-        batch_norm: bool = True,
-    ) -> None:
-        super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [bottleneck]
-        layers: list[nn.Module] = []
-        for i, (a, b) in enumerate(itertools.pairwise(sizes)):
-            layers.append(nn.Linear(a, b))
-            if i < num_layers - 1:
-                if batch_norm:
-                    layers.append(nn.BatchNorm1d(b))
-                layers.append(nn.GELU())
-        self.mlp = nn.Sequential(*layers)
-        self.prototypes = nn.Parameter(torch.empty(num_prototypes, bottleneck))
-        nn.init.trunc_normal_(self.prototypes, std=0.02)
-
-    def forward(self, h: Tensor) -> Tensor:
-        z = F.normalize(self.mlp(h), dim=-1)
-        return F.linear(z, F.normalize(self.prototypes, dim=-1))
+from graphssl.models.encode import encode
+from graphssl.models.heads import DINOHead
 
 
 class GraphDINO(SSLMethod):
@@ -96,7 +26,7 @@ class GraphDINO(SSLMethod):
     teacher's scores are centered (an EMA of their batch mean, against collapse to one
     prototype) and sharpened (``teacher_temp < student_temp``, against a uniform output); the
     loss is the cross-entropy between teacher and student distributions of different views
-    (:func:`dino_loss`). Evaluation uses the teacher encoder.
+    (:func:`~graphssl.methods.losses.dino_cross_entropy`). Evaluation uses the teacher encoder.
 
     Args:
         encoder: student GNN mapping ``(x, edge_index)`` to ``(N, D)``; the teacher is a copy.
@@ -110,6 +40,8 @@ class GraphDINO(SSLMethod):
         teacher_temp: teacher softmax temperature, below ``student_temp`` (default: ``0.04``).
         center_momentum: EMA momentum of the center (default: ``0.9``).
         momentum: base EMA momentum of the teacher, annealed to 1 (default: ``0.99``).
+        scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
+            step (default: ``None``, a constant learning rate).
     """
 
     def __init__(
@@ -125,8 +57,9 @@ class GraphDINO(SSLMethod):
         teacher_temp: float = 0.04,
         center_momentum: float = 0.9,
         momentum: float = 0.99,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer)
+        super().__init__(optimizer, scheduler)
         if not 0 < teacher_temp <= student_temp:
             raise ValueError(
                 f"temperatures must satisfy 0 < teacher_temp <= student_temp (the teacher is "
@@ -169,7 +102,7 @@ class GraphDINO(SSLMethod):
             self._batch_center = torch.cat(teacher).mean(dim=0, keepdim=True)
             entropy = torch.stack([-(q * q.clamp_min(1e-12).log()).sum(-1).mean() for q in probs])
         return {
-            "loss": dino_loss(student, probs, self.student_temp),
+            "loss": dino_cross_entropy(student, probs, self.student_temp),
             "teacher_entropy": entropy.mean(),
         }
 

@@ -3,28 +3,28 @@
 The augmentations are named functions ``(batch, p) -> batch`` on a PyG ``Batch`` of many graphs:
 graphs stay separate (every graph keeps at least one node, ``batch``/``ptr`` are rebuilt), and
 randomness comes from torch's global generator, which the pipeline seeds once per run. A config
-selects them with ``_partial_: true`` (style.md rule 8: no lambdas).
+selects them with ``_partial_: true`` (named functions, not lambdas, so configs stay
+serialisable).
 """
 
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph as induced_subgraph
 
-from graphssl.methods.base import OptimizerFactory, SSLMethod
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
 from graphssl.methods.infograph import (
     _require_graph_batches,
     graph_index,
     multi_layer_readout,
     readout_dim,
 )
+from graphssl.methods.losses import graphcl_nt_xent
 from graphssl.models.heads import MLPHead
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "drop_nodes",
     "identity",
     "mask_attributes",
-    "nt_xent",
     "perturb_edges",
     "random_choice",
     "random_subgraph",
@@ -185,40 +184,13 @@ def random_choice(batch: Data, augments: Sequence[BatchAugment]) -> Data:
     return augments[i](batch)
 
 
-def nt_xent(z1: Tensor, z2: Tensor, tau: float = 0.2) -> Tensor:
-    """GraphCL's normalised temperature-scaled cross-entropy, symmetrised.
-
-    z1, z2: ``(G, D)``; row ``i`` of both are two views of graph ``i``. For each row the
-    negatives are the other graphs of the other view; as in GraphCL's reference code the
-    positive is left out of the denominator:
-    ``-log(exp(s_ii/τ) / Σ_{j≠i} exp(s_ij/τ))`` with cosine similarities ``s``, averaged over
-    rows and both directions.
-    """
-    if z1.shape != z2.shape or z1.ndim != 2:
-        raise ValueError(
-            f"z1 and z2 must both be (G, D), got {tuple(z1.shape)} and {tuple(z2.shape)}"
-        )
-    if z1.size(0) < 2:
-        raise ValueError(
-            f"nt_xent needs at least 2 graphs per batch (negatives come from the "
-            f"other graphs), got {z1.size(0)}"
-        )
-    sim = F.normalize(z1, dim=1) @ F.normalize(z2, dim=1).t() / tau
-    pos = sim.diagonal()
-    eye = torch.eye(sim.size(0), dtype=torch.bool, device=sim.device)
-
-    def one_side(s: Tensor) -> Tensor:
-        return (torch.logsumexp(s.masked_fill(eye, -math.inf), dim=1) - pos).mean()
-
-    return 0.5 * (one_side(sim) + one_side(sim.t()))
-
-
 class GraphCL(SSLMethod):
     """GraphCL (You et al., NeurIPS 2020, https://arxiv.org/abs/2010.13902).
 
     Two augmented views of every graph in the mini-batch (node dropping, edge perturbation,
     attribute masking, subgraph), encoded by a GNN with InfoGraph's all-layer sum readout,
-    projected by a two-layer MLP and contrasted with a graph-level NT-Xent loss. The
+    projected by a two-layer MLP and contrasted with a graph-level NT-Xent loss
+    (:func:`~graphssl.methods.losses.graphcl_nt_xent`). The
     embedding of a graph is the readout of the un-augmented graph (before the projection head).
 
     Args:
@@ -230,6 +202,8 @@ class GraphCL(SSLMethod):
         tau: temperature (default: ``0.2``).
         pool: graph readout, ``"sum"`` or ``"mean"`` (default: ``"sum"``).
         concat_layers: concatenate the node features of every layer (default: ``True``).
+        scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
+            step (default: ``None``, a constant learning rate).
     """
 
     graph_level = True
@@ -244,8 +218,9 @@ class GraphCL(SSLMethod):
         tau: float = 0.2,
         pool: str = "sum",
         concat_layers: bool = True,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer)
+        super().__init__(optimizer, scheduler)
         if tau <= 0:
             raise ValueError(f"tau must be > 0, got {tau}")
         if pool not in ("sum", "mean"):
@@ -277,7 +252,7 @@ class GraphCL(SSLMethod):
     def loss(self, batch: Data) -> dict[str, Tensor]:
         z1 = self.projector(self(self.augment1(batch)))
         z2 = self.projector(self(self.augment2(batch)))
-        return {"loss": nt_xent(z1, z2, self.tau)}
+        return {"loss": graphcl_nt_xent(z1, z2, self.tau)}
 
 
 def _default_augment(batch: Data) -> Data:

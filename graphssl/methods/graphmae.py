@@ -11,9 +11,9 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 from torch_geometric.nn import GATConv, GCNConv
 
-from graphssl.methods.base import OptimizerFactory, SSLMethod, encode
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
+from graphssl.models.encode import encode
 from graphssl.models.encoders import dgl_gat_init_
-from graphssl.training.schedules import CosineLR
 
 
 def scaled_cosine_error(x_rec: Tensor, x: Tensor, gamma: float = 2.0) -> Tensor:
@@ -61,8 +61,10 @@ class GraphMAE(SSLMethod):
             token (default: ``0.05``).
         gamma: exponent ``γ`` of the scaled cosine error (default: ``3.0``).
         decoder: ``"gat"`` (one attention head) or ``"gcn"``, one layer (default: ``"gat"``).
-        cosine_lr: anneal every learning rate along ``(1 + cos(π t / T)) / 2`` over the training
-            steps, as the paper's code does (default: ``False``).
+        scheduler: partial learning-rate scheduler constructor; the paper's code anneals every
+            learning rate along ``(1 + cos(π t / T)) / 2`` over the training steps
+            (:class:`~graphssl.training.schedules.CosineLR`) (default: ``None``, a constant
+            learning rate).
         feat_drop: dropout on the encoder's input (the corrupted features) and on the decoder's
             input during training, the paper's ``in_drop`` at the first and the decoding layer;
             the encoder's own ``dropout`` covers the layers between (default: ``0.0``).
@@ -80,12 +82,12 @@ class GraphMAE(SSLMethod):
         replace_rate: float = 0.05,
         gamma: float = 3.0,
         decoder: Literal["gat", "gcn"] = "gat",
-        cosine_lr: bool = False,
+        scheduler: SchedulerFactory | None = None,
         feat_drop: float = 0.0,
         attn_drop: float = 0.0,
         decoder_init: str = "pyg",
     ) -> None:
-        super().__init__(optimizer)
+        super().__init__(optimizer, scheduler)
         if not 0.0 < mask_rate < 1.0:
             raise ValueError(f"mask_rate must be in (0, 1), got {mask_rate}")
         if not 0.0 <= replace_rate < 1.0:
@@ -113,11 +115,9 @@ class GraphMAE(SSLMethod):
         self.mask_rate = mask_rate
         self.replace_rate = replace_rate
         self.gamma = gamma
-        self.cosine_lr = cosine_lr
         if not 0.0 <= feat_drop < 1.0:
             raise ValueError(f"feat_drop must be in [0, 1), got {feat_drop}")
         self.feat_drop = feat_drop
-        self.lr_schedule = CosineLR() if cosine_lr else None
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from graphssl.methods.base import OptimizerFactory, SSLMethod
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
 
 __all__ = ["ImageSSLMethod", "images_of", "views_of"]
 
@@ -59,6 +59,11 @@ class ImageSSLMethod(SSLMethod):
     """Base of image methods: trains on image batches, evaluates :attr:`backbone`.
 
     Subclasses set :attr:`backbone` (the module ``forward`` evaluates) and implement ``loss``.
+
+    Args:
+        optimizer: partial optimizer constructor.
+        scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
+            step (default: ``None``, a constant learning rate).
     """
 
     supports_mini_batch = False  # NeighborLoader mini-batches are a graph notion
@@ -66,8 +71,12 @@ class ImageSSLMethod(SSLMethod):
     graph_level = False
     backbone: nn.Module
 
-    def __init__(self, optimizer: OptimizerFactory | None = None) -> None:
-        super().__init__(optimizer)
+    def __init__(
+        self,
+        optimizer: OptimizerFactory | None = None,
+        scheduler: SchedulerFactory | None = None,
+    ) -> None:
+        super().__init__(optimizer, scheduler)
 
     def forward(self, batch: Any) -> Tensor:
         """Backbone features ``[B, D]`` of an evaluation batch ``(x, y)`` or images ``x``."""

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 from torch_geometric.nn import global_add_pool, global_mean_pool
 
-from graphssl.methods.base import OptimizerFactory, SSLMethod
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
 
 __all__ = [
     "FeedForward",
@@ -190,6 +190,8 @@ class InfoGraph(SSLMethod):
         optimizer: partial optimizer constructor (paper: Adam, lr 1e-3).
         pool: graph readout, ``"sum"`` or ``"mean"`` (default: ``"sum"``).
         concat_layers: concatenate the node features of every layer (default: ``True``).
+        scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
+            step (default: ``None``, a constant learning rate).
     """
 
     graph_level = True
@@ -201,8 +203,9 @@ class InfoGraph(SSLMethod):
         optimizer: OptimizerFactory | None = None,
         pool: str = "sum",
         concat_layers: bool = True,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer)
+        super().__init__(optimizer, scheduler)
         if pool not in ("sum", "mean"):
             raise ValueError(f"pool must be 'sum' or 'mean', got {pool!r}")
         self.encoder = encoder

@@ -1,16 +1,38 @@
-"""Losses as pure functions (style.md rule 3)."""
+"""The training objectives of graphssl's methods, as pure functions of tensors.
+
+One name per formula: functions that share a paper's name but not its arithmetic get distinct
+names (:func:`simclr_nt_xent` and :func:`graphcl_nt_xent`; :func:`dino_loss` centres and sharpens
+teacher logits, then takes :func:`dino_cross_entropy`). Keeping them here, free of module state,
+lets tests check each against a naive computation.
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+__all__ = [
+    "bootstrap_cosine",
+    "dgi_bce",
+    "dino_cross_entropy",
+    "dino_loss",
+    "graphcl_nt_xent",
+    "info_nce",
+    "simclr_nt_xent",
+]
+
 
 def info_nce(z1: Tensor, z2: Tensor, tau: float = 0.5) -> Tensor:
-    """GRACE's symmetric InfoNCE with intra- and inter-view negatives.
+    """GRACE's symmetric InfoNCE with intra- and inter-view negatives (Zhu et al., 2020).
 
-    z1, z2: ``(N, D)``; row ``i`` of ``z1`` is the positive of row ``i`` of ``z2``.
+    z1, z2: ``(N, D)``; row ``i`` of ``z1`` is the positive of row ``i`` of ``z2``. Each row's
+    ``2N - 2`` negatives are the other rows of its own view and of the other view; returns the
+    mean over both directions of ``-log(exp(s_ii/τ) / (Σ_j exp(s_ij/τ) + Σ_{j≠i} exp(r_ij/τ)))``
+    with inter-view cosines ``s`` and intra-view cosines ``r``.
     """
 
     def one_side(a: Tensor, b: Tensor) -> Tensor:
@@ -36,8 +58,8 @@ def dgi_bce(pos_logits: Tensor, neg_logits: Tensor) -> Tensor:
     ) + F.binary_cross_entropy_with_logits(neg_logits, torch.zeros_like(neg_logits))
 
 
-def nt_xent(z1: Tensor, z2: Tensor, tau: float = 0.5) -> Tensor:
-    """SimCLR's normalized-temperature cross-entropy (Chen et al., ICML 2020).
+def simclr_nt_xent(z1: Tensor, z2: Tensor, tau: float = 0.5) -> Tensor:
+    """SimCLR's ``2N`` normalized-temperature cross-entropy (Chen et al., ICML 2020).
 
     The ``2N`` projections are L2-normalised; each row's positive is the other view of the same
     image and its ``2N - 2`` negatives are every other row of both views. Computed as a
@@ -48,7 +70,7 @@ def nt_xent(z1: Tensor, z2: Tensor, tau: float = 0.5) -> Tensor:
     """
     if z1.shape != z2.shape or z1.ndim != 2:
         raise ValueError(
-            f"nt_xent needs two (N, D) tensors of the same shape, got "
+            f"simclr_nt_xent needs two (N, D) tensors of the same shape, got "
             f"{tuple(z1.shape)} and {tuple(z2.shape)}"
         )
     n = z1.shape[0]
@@ -59,6 +81,73 @@ def nt_xent(z1: Tensor, z2: Tensor, tau: float = 0.5) -> Tensor:
     return F.cross_entropy(logits, targets)
 
 
+def graphcl_nt_xent(z1: Tensor, z2: Tensor, tau: float = 0.2) -> Tensor:
+    """GraphCL's cross-view NT-Xent, symmetrised (You et al., NeurIPS 2020).
+
+    Unlike :func:`simclr_nt_xent`, the negatives of a row are only the other graphs of the
+    *other* view, and, as in GraphCL's reference code, the positive is left out of the
+    denominator: ``-log(exp(s_ii/τ) / Σ_{j≠i} exp(s_ij/τ))`` with cosine similarities
+    ``s_ij = cos(z1_i, z2_j)``, averaged over rows and both directions.
+
+    Args:
+        z1: ``(G, D)`` projections of the first view; row ``i`` is graph ``i``.
+        z2: ``(G, D)`` projections of the second view, in the same graph order.
+        tau: temperature (default: ``0.2``).
+
+    Returns:
+        A scalar; needs ``G >= 2`` (the negatives come from the other graphs).
+    """
+    if z1.shape != z2.shape or z1.ndim != 2:
+        raise ValueError(
+            f"z1 and z2 must both be (G, D), got {tuple(z1.shape)} and {tuple(z2.shape)}"
+        )
+    if z1.size(0) < 2:
+        raise ValueError(
+            f"graphcl_nt_xent needs at least 2 graphs per batch (negatives come from the "
+            f"other graphs), got {z1.size(0)}"
+        )
+    sim = F.normalize(z1, dim=1) @ F.normalize(z2, dim=1).t() / tau
+    pos = sim.diagonal()
+    eye = torch.eye(sim.size(0), dtype=torch.bool, device=sim.device)
+
+    def one_side(s: Tensor) -> Tensor:
+        return (torch.logsumexp(s.masked_fill(eye, -math.inf), dim=1) - pos).mean()
+
+    return 0.5 * (one_side(sim) + one_side(sim.t()))
+
+
+def dino_cross_entropy(
+    student_logits: Sequence[Tensor], teacher_probs: Sequence[Tensor], student_temp: float = 0.1
+) -> Tensor:
+    """DINO's cross-view cross-entropy ``H(P_teacher(view a), P_student(view b))``, a ≠ b
+    (Caron et al., ICCV 2021), given teacher probabilities that are already centred and
+    sharpened.
+
+    Args:
+        student_logits: ``V`` tensors ``(N, K)`` of student prototype scores, one per view.
+        teacher_probs: ``T <= V`` tensors ``(N, K)`` of teacher probabilities, in the same view
+            order as the first ``T`` student views; no gradient flows into them.
+        student_temp: temperature of the student softmax (default: ``0.1``).
+
+    Returns:
+        ``-Σ_k q_k log softmax(s / student_temp)_k`` averaged over rows, then over every
+        (teacher view, student view) pair of different views.
+    """
+    # one log-softmax per student view, shared by every teacher view it is paired with
+    log_probs = [F.log_softmax(s / student_temp, dim=-1) for s in student_logits]
+    total = student_logits[0].new_zeros(())
+    terms = 0
+    for a, q in enumerate(teacher_probs):
+        for b, logp in enumerate(log_probs):
+            if a == b:
+                continue
+            total = total - (q.detach() * logp).sum(-1).mean()
+            terms += 1
+    if terms == 0:
+        raise ValueError(f"dino_cross_entropy needs at least two views, got {len(student_logits)}")
+    return total / terms
+
+
 def dino_loss(
     student: list[Tensor],
     teacher: list[Tensor],
@@ -66,8 +155,8 @@ def dino_loss(
     student_temp: float = 0.1,
     teacher_temp: float = 0.04,
 ) -> Tensor:
-    """DINO's cross-entropy between centred, sharpened teacher and student distributions
-    (Caron et al., ICCV 2021).
+    """DINO's loss from teacher logits (Caron et al., ICCV 2021): centre the teacher logits,
+    sharpen them with ``teacher_temp``, then :func:`dino_cross_entropy` with the student.
 
     Args:
         student: ``V`` tensors ``(N, K)`` of student logits, the teacher's views first.
@@ -86,13 +175,4 @@ def dino_loss(
             f"{len(teacher)} and {len(student)}"
         )
     targets = [F.softmax((t.detach() - center) / teacher_temp, dim=-1) for t in teacher]
-    log_probs = [F.log_softmax(s / student_temp, dim=-1) for s in student]
-    total = student[0].new_zeros(())
-    pairs = 0
-    for i, q in enumerate(targets):
-        for j, logp in enumerate(log_probs):
-            if i == j:
-                continue
-            total = total + (-(q * logp).sum(dim=-1)).mean()
-            pairs += 1
-    return total / pairs
+    return dino_cross_entropy(student, targets, student_temp)

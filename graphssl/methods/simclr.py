@@ -7,9 +7,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from graphssl.methods.base import OptimizerFactory
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory
 from graphssl.methods.image import ImageSSLMethod, views_of
-from graphssl.methods.losses import nt_xent
+from graphssl.methods.losses import simclr_nt_xent
 from graphssl.models.heads import MLPHead
 
 
@@ -27,6 +27,8 @@ class SimCLR(ImageSSLMethod):
         projection_dim: output size of the projector (default: ``128``).
         projection_hidden: hidden size of the projector (default: ``512``).
         tau: NT-Xent temperature (default: ``0.5``).
+        scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
+            step (default: ``None``, a constant learning rate).
     """
 
     def __init__(
@@ -36,8 +38,9 @@ class SimCLR(ImageSSLMethod):
         projection_dim: int = 128,
         projection_hidden: int = 512,
         tau: float = 0.5,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer)
+        super().__init__(optimizer, scheduler)
         if tau <= 0:
             raise ValueError(f"tau must be > 0, got {tau}")
         self.backbone = encoder
@@ -55,4 +58,4 @@ class SimCLR(ImageSSLMethod):
         h1, h2 = self._encode_views(self.backbone, views[:2])
         # both views through the projector at once: its BatchNorm sees all 2N rows
         z1, z2 = self.projector(torch.cat([h1, h2])).chunk(2)
-        return {"loss": nt_xent(z1, z2, self.tau)}
+        return {"loss": simclr_nt_xent(z1, z2, self.tau)}

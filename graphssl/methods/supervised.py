@@ -7,7 +7,7 @@ from typing import Any
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from graphssl.methods.base import OptimizerFactory
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory
 from graphssl.methods.image import ImageSSLMethod, views_of
 
 
@@ -29,6 +29,8 @@ class Supervised(ImageSSLMethod):
             the pipeline from the dataset. A model built with ``-1`` has no classifier and
             cannot train (default: ``-1``).
         label_smoothing: cross-entropy label smoothing (default: ``0.0``).
+        scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
+            step (default: ``None``, a constant learning rate).
     """
 
     def __init__(
@@ -37,8 +39,9 @@ class Supervised(ImageSSLMethod):
         optimizer: OptimizerFactory | None = None,
         num_classes: int = -1,
         label_smoothing: float = 0.0,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer)
+        super().__init__(optimizer, scheduler)
         if num_classes == 0 or num_classes < -1:
             raise ValueError(
                 f"num_classes must be >= 1 (or -1: from the dataset), got {num_classes}"

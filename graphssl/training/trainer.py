@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.optim.lr_scheduler import LRScheduler
 from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
@@ -145,6 +146,8 @@ class Trainer:
         self.checkpoint_extra: dict[str, Any] = {}
         self.callbacks: list[Callback] = list(callbacks)
         self.optimizer: torch.optim.Optimizer | None = None
+        #: the method's learning-rate scheduler, stepped after every optimizer step
+        self.scheduler: LRScheduler | None = None
         self.global_step = 0
         self.should_stop = False
         self._resume_state: dict[str, Any] | None = None
@@ -175,6 +178,7 @@ class Trainer:
                 "global_step": self.global_step,
                 "model": method.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
+                "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
                 "rng": capture_rng(),
                 "config_hash": self.config_hash,
                 "history": [[e.epoch, e.metrics, e.seconds] for e in result.epochs],
@@ -250,6 +254,8 @@ class Trainer:
         optimizer = self.optimizer
         assert optimizer is not None
         max_steps = self.epochs * self.steps_per_epoch(datamodule)
+        if self.scheduler is None:
+            self.scheduler = method.configure_scheduler(optimizer, max_steps)
         best_state: dict[str, torch.Tensor] | None = None
         bad_epochs = 0
         start_epoch = 0
@@ -257,6 +263,8 @@ class Trainer:
             state, self._resume_state = self._resume_state, None
             method.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
+            if self.scheduler is not None and state.get("scheduler") is not None:
+                self.scheduler.load_state_dict(state["scheduler"])
             self.global_step = int(state["global_step"])
             start_epoch = int(state["epoch"]) + 1
             result.epochs = [
@@ -299,6 +307,8 @@ class Trainer:
                 optimizer.step()
                 self.global_step += 1
                 method.on_after_optimizer_step(self.global_step, max_steps)
+                if self.scheduler is not None:
+                    self.scheduler.step()
                 for k, v in out.items():
                     sums[k] = sums.get(k, 0.0) + float(v.detach())
                 n_batches += 1

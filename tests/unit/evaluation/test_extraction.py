@@ -17,7 +17,8 @@ from torch_geometric.nn import global_mean_pool
 from graphssl.data.base import DataModule, Split
 from graphssl.evaluation import extraction
 from graphssl.evaluation.extraction import _select_encoder, extract_embeddings
-from graphssl.methods.base import SSLMethod, encode
+from graphssl.methods.base import SSLMethod
+from graphssl.models.encode import encode
 from graphssl.models.encoders import GATEncoder, GCNEncoder, SAGEEncoder
 
 SHARED_DATA = Path(os.environ.get("GRAPHSSL_SHARED_DATA", "/work/shared/data"))

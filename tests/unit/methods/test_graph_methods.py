@@ -23,7 +23,6 @@ from graphssl.methods.graphcl import (
     GraphCL,
     drop_nodes,
     mask_attributes,
-    nt_xent,
     perturb_edges,
     random_choice,
     random_subgraph,
@@ -34,6 +33,7 @@ from graphssl.methods.infograph import (
     local_global_jsd,
     multi_layer_readout,
 )
+from graphssl.methods.losses import graphcl_nt_xent
 from graphssl.models.encoders import GCNEncoder, GINEncoder
 from graphssl.pipeline import build_datamodule, build_method, probe_configs, resolve_config
 from graphssl.training.trainer import Trainer
@@ -197,7 +197,7 @@ def test_local_global_jsd_matches_naive() -> None:
     assert torch.isfinite(one)
 
 
-def test_nt_xent_matches_naive_and_needs_two_graphs() -> None:
+def test_graphcl_nt_xent_matches_naive_and_needs_two_graphs() -> None:
     torch.manual_seed(0)
     z1, z2 = torch.randn(5, 3), torch.randn(5, 3)
     sim = F.normalize(z1, dim=1) @ F.normalize(z2, dim=1).t() / 0.2
@@ -206,11 +206,13 @@ def test_nt_xent_matches_naive_and_needs_two_graphs() -> None:
     def side(e: torch.Tensor) -> float:
         return float(sum(-math.log(e[i, i] / (e[i].sum() - e[i, i])) for i in range(5)) / 5)
 
-    assert nt_xent(z1, z2, 0.2).item() == pytest.approx(0.5 * (side(exp) + side(exp.t())), rel=1e-5)
+    assert graphcl_nt_xent(z1, z2, 0.2).item() == pytest.approx(
+        0.5 * (side(exp) + side(exp.t())), rel=1e-5
+    )
     aligned = torch.eye(4)
-    assert nt_xent(aligned, aligned, 0.2) < nt_xent(aligned, aligned.flip(0), 0.2)
+    assert graphcl_nt_xent(aligned, aligned, 0.2) < graphcl_nt_xent(aligned, aligned.flip(0), 0.2)
     with pytest.raises(ValueError, match="at least 2 graphs"):
-        nt_xent(torch.randn(1, 3), torch.randn(1, 3))
+        graphcl_nt_xent(torch.randn(1, 3), torch.randn(1, 3))
 
 
 def test_infograph_forward_gives_one_row_per_graph() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -9,9 +10,10 @@ import torch.nn.functional as F
 
 from graphssl.methods.afgrl import afgrl_positives, kmeans
 from graphssl.methods.cca_ssg import cca_ssg_loss, standardize
-from graphssl.methods.graph_dino import DINOHead, dino_loss
 from graphssl.methods.graphmae import GraphMAE, scaled_cosine_error
+from graphssl.methods.losses import dino_cross_entropy
 from graphssl.models.encoders import GCNEncoder
+from graphssl.models.heads import DINOHead
 from graphssl.training.schedules import CosineLR, cosine_lr_factor
 
 
@@ -47,7 +49,7 @@ def test_graphmae_masking_counts_and_lr_schedule() -> None:
         optimizer=lambda p: torch.optim.Adam(p, lr=0.1),
         mask_rate=0.5,
         replace_rate=0.2,
-        cosine_lr=True,
+        scheduler=CosineLR,
     )
     with torch.no_grad():
         method.mask_token.fill_(7.0)
@@ -61,7 +63,11 @@ def test_graphmae_masking_counts_and_lr_schedule() -> None:
     assert torch.equal(out[unmasked], x[unmasked])
     opt = method.configure_optimizer()
     assert opt is not None
-    method.on_after_optimizer_step(5, 10)
+    schedule = method.configure_scheduler(opt, 10)
+    assert schedule is not None
+    for _ in range(5):
+        opt.step()
+        schedule.step()
     assert math.isclose(opt.param_groups[0]["lr"], 0.05)
 
 
@@ -99,7 +105,7 @@ def test_dino_loss_and_head() -> None:
         -(q1 * F.log_softmax(s2 / 0.1, -1)).sum(-1).mean()
         - (q2 * F.log_softmax(s1 / 0.1, -1)).sum(-1).mean()
     )
-    assert torch.allclose(dino_loss([s1, s2], [q1, q2], 0.1), expected)
+    assert torch.allclose(dino_cross_entropy([s1, s2], [q1, q2], 0.1), expected)
 
 
 def test_gat_attention_dropout_is_separate_from_feature_dropout() -> None:
@@ -178,16 +184,28 @@ def test_cosine_lr_with_warmup_follows_the_bgrl_reference_scheduler() -> None:
         else:
             expected = (1 + math.cos(math.pi * (step - warmup) / (max_steps - warmup))) / 2
         assert math.isclose(cosine_lr_factor(step, max_steps, warmup), expected, abs_tol=1e-12)
-    method = BGRL(GCNEncoder(8, 16), torch.optim.AdamW, cosine_lr=True, lr_warmup=0.1)
+    method = BGRL(
+        GCNEncoder(8, 16), torch.optim.AdamW, scheduler=functools.partial(CosineLR, warmup=0.1)
+    )
     opt = method.configure_optimizer()
-    assert opt is not None and opt.param_groups[0]["lr"] == 0.0  # step 0 of the warm-up
-    method.on_after_optimizer_step(5, max_steps)
+    assert opt is not None
+    schedule = method.configure_scheduler(opt, max_steps)
+    assert schedule is not None and opt.param_groups[0]["lr"] == 0.0  # step 0 of the warm-up
+
+    def advance_to(step: int) -> None:
+        while schedule.last_epoch < step:
+            opt.step()
+            schedule.step()
+
+    advance_to(5)
     assert math.isclose(opt.param_groups[0]["lr"], 1e-3 * 0.5)  # AdamW's default lr 1e-3
-    method.on_after_optimizer_step(100, max_steps)
+    advance_to(100)
     assert opt.param_groups[0]["lr"] < 1e-12
-    no_schedule = BGRL(GCNEncoder(8, 16), torch.optim.AdamW).configure_optimizer()
+    plain = BGRL(GCNEncoder(8, 16), torch.optim.AdamW)
+    no_schedule = plain.configure_optimizer()
     assert no_schedule is not None and no_schedule.param_groups[0]["lr"] == 1e-3
-    for bad in (lambda: BGRL(GCNEncoder(8, 16), lr_warmup=0.1), lambda: CosineLR(1.0)):
+    assert plain.configure_scheduler(no_schedule, max_steps) is None
+    for bad in (lambda: CosineLR(opt, max_steps, warmup=-0.1), lambda: CosineLR(opt, 10, 1.0)):
         try:
             bad()
         except ValueError as err:

@@ -28,7 +28,7 @@ from graphssl.data.images import (
 from graphssl.data.paths import DatasetNotFoundError
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.linear_probe import LogRegEvaluator
-from graphssl.methods.losses import dino_loss, nt_xent
+from graphssl.methods.losses import dino_loss, simclr_nt_xent
 from graphssl.models.vision import TimmEncoder
 from graphssl.pipeline import _classifier_metrics, build_datamodule, build_method, resolve_config
 from graphssl.utils import seed_everything
@@ -134,7 +134,7 @@ def test_dino_multi_crop() -> None:
 
 
 # ---------------------------------------------------------------------------- losses
-def test_nt_xent_matches_naive_reference() -> None:
+def test_simclr_nt_xent_matches_naive_reference() -> None:
     gen = torch.Generator().manual_seed(0)
     z1, z2 = torch.randn(6, 5, generator=gen), torch.randn(6, 5, generator=gen)
     tau = 0.3
@@ -145,9 +145,9 @@ def test_nt_xent_matches_naive_reference() -> None:
         pos = (i + n) % (2 * n)
         sims = [float(z[i] @ z[k]) / tau for k in range(2 * n) if k != i]
         terms.append(-(float(z[i] @ z[pos]) / tau - math.log(sum(math.exp(s) for s in sims))))
-    assert nt_xent(z1, z2, tau).item() == pytest.approx(sum(terms) / len(terms), rel=1e-5)
+    assert simclr_nt_xent(z1, z2, tau).item() == pytest.approx(sum(terms) / len(terms), rel=1e-5)
     with pytest.raises(ValueError, match="same shape"):
-        nt_xent(z1, z2[:3])
+        simclr_nt_xent(z1, z2[:3])
 
 
 def test_dino_loss_known_answers() -> None:
