@@ -16,6 +16,7 @@ standard input.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,7 +38,19 @@ __all__ = ["OGBGraphDataModule", "OGBNodeDataModule", "ogb_meta"]
 OGBEvaluator = Callable[[Any, Any], float]
 
 
-def _require_ogb(dataset: str) -> None:
+def require_ogb(dataset: str) -> None:
+    """Import ``ogb`` without its version check: on import, ogb asks PyPI for its latest
+    version in a background thread (through the ``outdated`` package, without a timeout),
+    which an offline run must not wait for."""
+    if "ogb" in sys.modules:
+        return
+    try:
+        import outdated
+    except ImportError:
+        outdated = None
+    saved = getattr(outdated, "check_outdated", None)
+    if outdated is not None:
+        outdated.check_outdated = lambda package, version, *args, **kwargs: (False, version)
     try:
         import ogb  # noqa: F401
     except ImportError as err:
@@ -45,6 +58,9 @@ def _require_ogb(dataset: str) -> None:
             f"dataset {dataset!r} needs the `ogb` package, which is not installed: run "
             f"`pip install ogb` (or `pip install -e '.[ogb]'`)"
         ) from err
+    finally:
+        if outdated is not None:
+            outdated.check_outdated = saved
 
 
 def ogb_meta(kind: str, name: str) -> dict[str, str]:
@@ -166,7 +182,7 @@ class OGBNodeDataModule(_OGBFolder, NodeDataModule):
         self.to_undirected = bool(to_undirected)
 
     def load(self) -> Data:
-        _require_ogb(self.name)
+        require_ogb(self.name)
         from ogb.nodeproppred import dataset_pyg
 
         meta = ogb_meta("nodeproppred", self.name)
@@ -189,13 +205,13 @@ class OGBNodeDataModule(_OGBFolder, NodeDataModule):
     @property
     def ogb_metric(self) -> str:
         """OGB's metric for this dataset (``"acc"`` for ogbn-arxiv and ogbn-products)."""
-        _require_ogb(self.name)
+        require_ogb(self.name)
         return _evaluator("nodeproppred", self.name)[1]
 
     def ogb_evaluator(self) -> OGBEvaluator:
         """OGB's ``Evaluator`` as ``(y_true, y_pred) -> score``: class ids ``[n]`` or
         ``[n, 1]`` (tensors or arrays) of the rows to score, e.g. the test split."""
-        _require_ogb(self.name)
+        require_ogb(self.name)
         return _evaluator("nodeproppred", self.name)[0]
 
 
@@ -234,7 +250,7 @@ class OGBGraphDataModule(_OGBFolder, GraphDataModule):
             self.task = "classification"
 
     def load(self) -> Sequence[Data]:
-        _require_ogb(self.name)
+        require_ogb(self.name)
         from ogb.graphproppred import dataset_pyg
 
         meta = ogb_meta("graphproppred", self.name)
@@ -258,11 +274,11 @@ class OGBGraphDataModule(_OGBFolder, GraphDataModule):
     @property
     def ogb_metric(self) -> str:
         """OGB's metric for this dataset (``"rocauc"`` for ogbg-molhiv)."""
-        _require_ogb(self.name)
+        require_ogb(self.name)
         return _evaluator("graphproppred", self.name)[1]
 
     def ogb_evaluator(self) -> OGBEvaluator:
         """OGB's ``Evaluator`` as ``(y_true, y_pred) -> score``; for ROC-AUC ``y_pred`` holds
         scores (e.g. the probability of the positive class), ``[n]`` or ``[n, tasks]``."""
-        _require_ogb(self.name)
+        require_ogb(self.name)
         return _evaluator("graphproppred", self.name)[0]

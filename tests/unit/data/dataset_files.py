@@ -209,6 +209,18 @@ def unzip_to(archive: Path, folder: Path) -> None:
             (folder / rel).write_bytes(z.read(info))
 
 
+def need_ogb() -> None:
+    """Skip unless ``ogb`` imports (through graphssl, which turns off its PyPI check)."""
+    import pytest
+
+    from graphssl.data.ogb_datasets import require_ogb
+
+    try:
+        require_ogb("tests")
+    except ImportError as err:
+        pytest.skip(str(err))
+
+
 # -------------------------------------------------------------------------- HTTP server
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:

@@ -12,6 +12,7 @@ import torch
 from dataset_files import (
     closed_port_url,
     http_server,
+    need_ogb,
     ogbg_zip,
     ogbn_zip,
     planetoid_files,
@@ -22,13 +23,12 @@ from dataset_files import (
 from graphssl.data.node import AmazonDataModule, PlanetoidDataModule
 from graphssl.data.paths import DatasetDownloadError, DatasetNotFoundError
 
-ogb = pytest.importorskip("ogb")
-
 
 def point_ogb_at(monkeypatch: pytest.MonkeyPatch, tmp: Path, kind: str, name: str, url: str):
     """Make OGB's ``master.csv`` (read beside its dataset module) list ``url`` for ``name``."""
     import importlib
 
+    need_ogb()
     module = importlib.import_module(f"ogb.{kind}.dataset_pyg")
     master = pd.read_csv(
         Path(module.__file__).with_name("master.csv"), index_col=0, keep_default_na=False

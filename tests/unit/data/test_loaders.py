@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from dataset_files import flickr_files, ogbg_zip, ogbn_zip, shchur_npz, unzip_to, wikics_json
+from dataset_files import (
+    flickr_files,
+    need_ogb,
+    ogbg_zip,
+    ogbn_zip,
+    shchur_npz,
+    unzip_to,
+    wikics_json,
+)
 
 from graphssl.data.node import (
     CoauthorDataModule,
@@ -91,7 +99,7 @@ def test_missing_files_without_download_list_them(tmp_path) -> None:
 
 # ------------------------------------------------------------------------------------ OGB
 def test_ogbn_products_from_a_placed_folder_with_the_evaluator(data_dir, tmp_path) -> None:
-    pytest.importorskip("ogb")
+    need_ogb()
     from graphssl.data.ogb_datasets import OGBNodeDataModule
 
     parts = ogbn_zip(tmp_path / "products.zip", "products", "sales_ranking", extra_year=False)
@@ -116,7 +124,7 @@ def test_ogbn_products_from_a_placed_folder_with_the_evaluator(data_dir, tmp_pat
 
 
 def test_ogbg_molhiv_rocauc_evaluator(data_dir, tmp_path) -> None:
-    pytest.importorskip("ogb")
+    need_ogb()
     from graphssl.data.ogb_datasets import OGBGraphDataModule
 
     ogbg_zip(tmp_path / "hiv.zip", num_graphs=12)
@@ -137,7 +145,7 @@ def test_ogbg_molhiv_rocauc_evaluator(data_dir, tmp_path) -> None:
 
 
 def test_ogb_missing_folder_without_download(tmp_path) -> None:
-    pytest.importorskip("ogb")
+    need_ogb()
     from graphssl.data.ogb_datasets import OGBNodeDataModule
 
     dm = OGBNodeDataModule("ogbn-arxiv", data_dir=tmp_path, cache_dir=tmp_path / "c")
