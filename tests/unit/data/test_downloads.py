@@ -24,6 +24,15 @@ from graphssl.data.node import AmazonDataModule, PlanetoidDataModule
 from graphssl.data.paths import DatasetDownloadError, DatasetNotFoundError
 
 
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests to the local server go direct even where a proxy is configured."""
+    for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("no_proxy", "*")
+    monkeypatch.setenv("NO_PROXY", "*")
+
+
 def point_ogb_at(monkeypatch: pytest.MonkeyPatch, tmp: Path, kind: str, name: str, url: str):
     """Make OGB's ``master.csv`` (read beside its dataset module) list ``url`` for ``name``."""
     import importlib
@@ -238,3 +247,16 @@ def test_stalled_server_times_out_for_urllib_downloads_too(tmp_path, monkeypatch
             dm.setup()
     cause = err.value.__cause__
     assert isinstance(cause, TimeoutError) or "timed out" in str(cause)
+
+
+def test_reachability_check_goes_to_the_proxy_when_one_applies(monkeypatch) -> None:
+    """Behind a proxy, the pre-download check connects to the proxy, not the dataset's host
+    (which only the proxy can reach); no connection is made here."""
+    from graphssl.data.paths import _endpoint
+
+    assert _endpoint("https://github.com/x.npz") == ("github.com", 443)
+    monkeypatch.delenv("no_proxy")
+    monkeypatch.delenv("NO_PROXY")
+    monkeypatch.setenv("https_proxy", "http://proxy.example:3128")
+    assert _endpoint("https://github.com/x.npz") == ("proxy.example", 3128)
+    assert _endpoint("http://snap.stanford.edu:8080/a.zip") == ("snap.stanford.edu", 8080)
