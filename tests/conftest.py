@@ -16,6 +16,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The suite never touches the network: configs (and CLI subprocesses, which inherit the
+# environment) see paths.download=false unless a test turns it on against a local server.
+os.environ.setdefault("GRAPHSSL_DOWNLOAD", "false")
+
 
 def shared_data_dir() -> Path | None:
     """The offline dataset folder, or ``None`` when this machine has none."""

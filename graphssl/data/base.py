@@ -6,9 +6,11 @@ A DataModule owns one dataset, its seeded splits and its loaders. Evaluation onl
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -47,6 +49,18 @@ class DataModule(ABC):
 
     #: ``True`` for datasets of many graphs with one label per graph.
     is_graph_level: bool = False
+
+    def __new__(cls, /, *args: Any, **kwargs: Any) -> DataModule:
+        unknown = sorted(set(kwargs) - set(accepted_arguments(cls)))
+        if unknown and not _takes_any_keyword(cls):
+            raise TypeError(
+                f"{cls.__name__} got unknown argument(s) {', '.join(map(repr, unknown))}; it "
+                f"accepts {', '.join(accepted_arguments(cls))}. A key left in `dataset` from "
+                f"another dataset's config (e.g. after overriding dataset._target_) causes "
+                f"this: choose the dataset with `dataset=<name>`, or remove the key with "
+                f"`~dataset.<key>`"
+            )
+        return super().__new__(cls)
 
     def __init__(self, name: str, seed: int = 0) -> None:
         self.name = name
@@ -115,7 +129,7 @@ class DataModule(ABC):
         """A PyG ``NeighborLoader`` over :attr:`data` (or a prepared copy passed as ``data``).
 
         Uses PyG's compiled sampler when pyg-lib or torch-sparse is importable and graphssl's
-        pure-PyTorch backend otherwise (design.md §3).
+        pure-PyTorch backend otherwise.
         """
         from graphssl.data.sampler import make_neighbor_loader
 
@@ -136,3 +150,35 @@ class DataModule(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, seed={self.seed})"
+
+
+def _init_chain(cls: type) -> Iterable[inspect.Signature]:
+    """Signatures of ``cls``'s ``__init__`` and, while each passes ``**kwargs`` on, its bases'."""
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or klass is object:
+            continue
+        sig = inspect.signature(vars(klass)["__init__"])
+        yield sig
+        if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+            return
+
+
+def _takes_any_keyword(cls: type) -> bool:
+    """``True`` when every ``__init__`` up the chain forwards ``**kwargs`` (nothing to check)."""
+    sigs = list(_init_chain(cls))
+    return not sigs or all(
+        any(p.kind is p.VAR_KEYWORD for p in s.parameters.values()) for s in sigs
+    )
+
+
+def accepted_arguments(cls: type) -> list[str]:
+    """Keyword arguments a DataModule class accepts (its ``__init__`` and the bases it forwards
+    ``**kwargs`` to), sorted."""
+    names: set[str] = set()
+    for sig in _init_chain(cls):
+        names.update(
+            n
+            for n, p in sig.parameters.items()
+            if n != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        )
+    return sorted(names)

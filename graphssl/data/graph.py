@@ -22,7 +22,7 @@ from torch_geometric.loader import DataLoader
 from torch_geometric.utils import degree
 
 from graphssl.data.base import DataModule, Split
-from graphssl.data.paths import default_data_dir, require_raw_files, writable_root
+from graphssl.data.paths import Downloads, default_data_dir
 
 Task = Literal["classification", "regression", "multilabel"]
 GraphSplitName = Literal["kfold", "random"]
@@ -170,6 +170,10 @@ class GraphDataModule(DataModule):
             ``"random"``: validation fraction of all graphs (default: ``0.1``).
         num_splits: number of random splits for ``split="random"`` (default: ``1``).
         seed: seed of the splits and of the training shuffle (default: ``0``).
+        download: let PyG download missing raw files (config ``paths.download``)
+            (default: ``False``).
+        download_timeout: seconds for each connect and read of a download (config
+            ``paths.download_timeout``) (default: ``10.0``).
     """
 
     is_graph_level = True
@@ -191,6 +195,8 @@ class GraphDataModule(DataModule):
         val_frac: float = 0.1,
         num_splits: int = 1,
         seed: int = 0,
+        download: bool = False,
+        download_timeout: float = 10.0,
     ) -> None:
         super().__init__(name=name, seed=seed)
         if split not in ("kfold", "random"):
@@ -210,6 +216,7 @@ class GraphDataModule(DataModule):
         self.train_frac = float(train_frac)
         self.val_frac = float(val_frac)
         self.num_splits = int(num_splits)
+        self.downloads = Downloads(name, download, download_timeout, self.cache_dir)
         self._graphs: list[Data] = []
         self._labels: Tensor | None = None
         self._splits: list[Split] = []
@@ -221,16 +228,17 @@ class GraphDataModule(DataModule):
         """The graphs, in a fixed order (each with ``x``, ``edge_index`` and ``y``)."""
         raise NotImplementedError
 
-    def _source(self, folder: str, files: Sequence[str]) -> Path:
+    def _source(self, folder: str, files: Sequence[str], url: str | None = None) -> Path:
         """Check ``files`` (relative to ``data_dir/folder``) and return a writable copy of
-        ``data_dir/folder`` (the folder itself when writable)."""
-        source = self.data_dir / folder
-        require_raw_files(self.name, source, files)
-        return writable_root(source, self.cache_dir / Path(folder).parent)
+        ``data_dir/folder`` (the folder itself when writable); with downloads on, missing
+        files are fetched from ``url`` by the PyG class."""
+        self.downloads.cache_dir = self.cache_dir / Path(folder).parent
+        return self.downloads.root(self.data_dir / folder, files, url)
 
     # ------------------------------------------------------------------ DataModule
     def _setup(self) -> None:
-        graphs = list(self.load())
+        with self.downloads.guard():
+            graphs = list(self.load())
         if not graphs:
             raise ValueError(f"dataset {self.name!r} has no graphs")
         for i, g in enumerate(graphs):
@@ -320,6 +328,18 @@ class GraphDataModule(DataModule):
     @property
     def num_features(self) -> int:
         return int(self.graphs[0].num_node_features)
+
+    def graph_stats(self) -> dict[str, float]:
+        """``data/num_graphs``, ``data/num_nodes`` and ``data/num_edges`` summed over the
+        graphs (edges undirected, without self-loops, as for node-level datasets)."""
+        from graphssl.data.corruptions import undirected_edge_count
+
+        batch = self.data
+        return {
+            "data/num_graphs": float(len(self.graphs)),
+            "data/num_nodes": float(batch.num_nodes or 0),
+            "data/num_edges": float(undirected_edge_count(batch.edge_index)),
+        }
 
     @property
     def labels(self) -> Tensor | None:
@@ -441,7 +461,8 @@ class TUDataModule(GraphDataModule):
         from torch_geometric.datasets import TUDataset
         from torch_geometric.transforms import OneHotDegree
 
-        folder = self._source(f"TUDataset/{self.name}", self.raw_files())
+        url = f"{TUDataset.cleaned_url if self.cleaned else TUDataset.url}/{self.name}.zip"
+        folder = self._source(f"TUDataset/{self.name}", self.raw_files(), url)
         dataset = TUDataset(
             str(folder.parent), self.name, use_node_attr=self.use_node_attr, cleaned=self.cleaned
         )
@@ -505,9 +526,11 @@ class MoleculeNetDataModule(GraphDataModule):
         self._key = key
 
     def load(self) -> Sequence[Data]:
-        folder = self._source(f"MoleculeNet/{self._key}", [f"raw/{self._csv}"])
-        require_rdkit(self.name)
         from torch_geometric.datasets import MoleculeNet
+
+        url = MoleculeNet.url.format(MoleculeNet.names[self._key][1])
+        folder = self._source(f"MoleculeNet/{self._key}", [f"raw/{self._csv}"], url)
+        require_rdkit(self.name)
 
         dataset = MoleculeNet(str(folder.parent), self.name)
         return [dataset[i] for i in range(len(dataset))]

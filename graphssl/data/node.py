@@ -1,7 +1,9 @@
-"""Node-level DataModules: Planetoid, CitationFull, WebKB, Actor, KarateClub and a seeded SBM.
+"""Node-level DataModules: Planetoid, CitationFull, WebKB, Actor, Amazon, Coauthor, WikiCS,
+Flickr, KarateClub and a seeded SBM.
 
-Each loads one graph with PyG from ``data_dir`` (no download), optionally row-normalises the
-features, and builds its evaluation splits once from ``seed`` (style.md rule 7).
+Each loads one graph with PyG from ``data_dir`` (downloading missing raw files only when
+``download`` is on), optionally row-normalises the features, and builds its evaluation splits
+once from ``seed``, so every run with the same seed evaluates on the same rows.
 """
 
 from __future__ import annotations
@@ -19,9 +21,8 @@ from graphssl.data.base import DataModule, Split
 from graphssl.data.paths import (
     DatasetCorruptError,
     DatasetNotFoundError,
+    Downloads,
     default_data_dir,
-    require_raw_files,
-    writable_root,
 )
 
 SplitName = Literal["public", "geom-gcn", "random"]
@@ -66,6 +67,10 @@ class NodeDataModule(DataModule):
         corruption: a transform applied to the loaded graph before the splits are built, e.g.
             :class:`~graphssl.data.corruptions.NaiveSparsify` (config ``dataset.corruption``)
             (default: ``None``).
+        download: let PyG download missing raw files from the dataset's URL (config
+            ``paths.download``) (default: ``False``).
+        download_timeout: seconds for each connect and read of a download (config
+            ``paths.download_timeout``) (default: ``10.0``).
     """
 
     def __init__(
@@ -80,6 +85,8 @@ class NodeDataModule(DataModule):
         normalize_features: bool = False,
         seed: int = 0,
         corruption: Callable[[Data], Data] | None = None,
+        download: bool = False,
+        download_timeout: float = 10.0,
     ) -> None:
         super().__init__(name=name, seed=seed)
         self.corruption = corruption
@@ -92,6 +99,7 @@ class NodeDataModule(DataModule):
         self.train_frac = train_frac
         self.val_frac = val_frac
         self.normalize_features = normalize_features
+        self.downloads = Downloads(name, download, download_timeout, self.cache_dir)
         self._data: Data | None = None
         self._splits: list[Split] = []
 
@@ -100,16 +108,16 @@ class NodeDataModule(DataModule):
         """Load the graph (with masks when the dataset has them)."""
         raise NotImplementedError
 
-    def _root(self, folder: str, files: Sequence[str]) -> Path:
-        """Check raw files under ``data_dir/folder`` and return a writable PyG root for it."""
-        source = self.data_dir / folder
-        require_raw_files(self.name, source, files)
-        return writable_root(source, self.cache_dir)
+    def _root(self, folder: str, files: Sequence[str], url: str | None = None) -> Path:
+        """Check raw files under ``data_dir/folder`` and return a writable PyG root for it;
+        with downloads on, a missing file is fetched from ``url`` by the PyG class."""
+        return self.downloads.root(self.data_dir / folder, files, url)
 
     # ------------------------------------------------------------------ DataModule
     def _setup(self) -> None:
         try:
-            data = self.load()
+            with self.downloads.guard():
+                data = self.load()
         except (DatasetNotFoundError, ImportError):
             raise
         except Exception as err:  # PyG's readers raise many kinds on damaged files
@@ -129,7 +137,8 @@ class NodeDataModule(DataModule):
 
     def _make_splits(self, data: Data) -> list[Split]:
         n = int(data.num_nodes)
-        if self.split == "random" or not hasattr(data, "train_mask"):
+        masks = ("train_mask", "val_mask", "test_mask")
+        if self.split == "random" or not all(getattr(data, k, None) is not None for k in masks):
             gen = torch.Generator().manual_seed(self.seed)
             return [random_split(n, self.train_frac, self.val_frac, gen)]
         train, val, test = data.train_mask, data.val_mask, data.test_mask
@@ -145,7 +154,8 @@ class NodeDataModule(DataModule):
                 Split(
                     _mask_to_index(train[:, i]),
                     _mask_to_index(val[:, i]),
-                    _mask_to_index(test[:, i]),
+                    # WikiCS: 20 training/validation masks share one test mask
+                    _mask_to_index(test if test.dim() == 1 else test[:, i]),
                 )
             )
         return out
@@ -167,7 +177,7 @@ class NodeDataModule(DataModule):
 
     def graph_stats(self) -> dict[str, float]:
         """``data/num_nodes``, ``data/num_edges`` (undirected, no self-loops) and
-        ``data/avg_degree`` = edges per node (|E|/|V|, the d̄ of metrics-spec §12.3), measured
+        ``data/avg_degree`` = edges per node (|E|/|V|, the d̄ of Tsitsulin et al., 2023), measured
         after any ``corruption``."""
         from graphssl.data.corruptions import undirected_edge_count
 
@@ -184,14 +194,14 @@ class NodeDataModule(DataModule):
 
 
 class PlanetoidDataModule(NodeDataModule):
-    """Planetoid citation graphs (Yang et al., ICML 2016): ``Cora``, ``CiteSeer``.
+    """Planetoid citation graphs (Yang et al., ICML 2016): ``Cora``, ``CiteSeer``, ``PubMed``.
 
     ``split="public"`` gives the 20-per-class split, ``"geom-gcn"`` the 10 splits of Pei et al.
     (ICLR 2020), ``"random"`` seeded fractions.
     """
 
     _RAW = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
-    _NAMES: ClassVar[dict[str, str]] = {"cora": "Cora", "citeseer": "CiteSeer"}
+    _NAMES: ClassVar[dict[str, str]] = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
 
     def __init__(self, name: str, **kwargs: Any) -> None:
         if name.lower() not in self._NAMES:
@@ -211,7 +221,7 @@ class PlanetoidDataModule(NodeDataModule):
             files += [f"{name}/geom-gcn/raw/ind.{key}.{s}" for s in self._RAW]
             files += [f"{name}/geom-gcn/raw/{key}_split_0.6_0.2_{i}.npz" for i in range(10)]
             pyg_split = "geom-gcn"
-        root = self._root("Planetoid", files)
+        root = self._root("Planetoid", files, f"{Planetoid.url}/ind.{key}.x")
         return Planetoid(str(root), name, split=pyg_split)[0]
 
 
@@ -226,7 +236,7 @@ class CitationFullDataModule(NodeDataModule):
         from torch_geometric.datasets import CitationFull
 
         key = self.name.lower()
-        root = self._root("CitationFull", [f"{key}/raw/{key}.npz"])
+        root = self._root("CitationFull", [f"{key}/raw/{key}.npz"], CitationFull.url.format(key))
         return CitationFull(str(root), self.name)[0]
 
 
@@ -243,7 +253,7 @@ class WebKBDataModule(NodeDataModule):
         key = self.name.lower()
         files = [f"{key}/raw/out1_node_feature_label.txt", f"{key}/raw/out1_graph_edges.txt"]
         files += [f"{key}/raw/{key}_split_0.6_0.2_{i}.npz" for i in range(10)]
-        root = self._root("WebKB", files)
+        root = self._root("WebKB", files, f"{WebKB.url}/new_data/{key}/out1_graph_edges.txt")
         return WebKB(str(root), self.name)[0]
 
 
@@ -259,8 +269,87 @@ class ActorDataModule(NodeDataModule):
 
         files = ["raw/out1_node_feature_label.txt", "raw/out1_graph_edges.txt"]
         files += [f"raw/film_split_0.6_0.2_{i}.npz" for i in range(10)]
-        root = self._root("Actor", files)
+        root = self._root("Actor", files, f"{Actor.url}/new_data/film/out1_graph_edges.txt")
         return Actor(str(root))[0]
+
+
+class AmazonDataModule(NodeDataModule):
+    """Amazon co-purchase graphs (Shchur et al., 2018): ``Computers``, ``Photo``.
+
+    They have no split of their own; the default is the seeded random 10/10/80 split of the
+    self-supervised benchmarks (GRACE, BGRL).
+    """
+
+    _NAMES: ClassVar[dict[str, str]] = {"computers": "Computers", "photo": "Photo"}
+
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        if name.lower() not in self._NAMES:
+            raise ValueError(
+                f"Amazon name must be one of {sorted(self._NAMES.values())}, got {name!r}"
+            )
+        kwargs.setdefault("split", "random")
+        super().__init__(self._NAMES[name.lower()], **kwargs)
+
+    def load(self) -> Data:
+        from torch_geometric.datasets import Amazon
+
+        file = f"amazon_electronics_{self.name.lower()}.npz"
+        root = self._root("Amazon", [f"{self.name}/raw/{file}"], Amazon.url + file)
+        return Amazon(str(root), self.name)[0]
+
+
+class CoauthorDataModule(NodeDataModule):
+    """Coauthor graphs of the Microsoft Academic Graph (Shchur et al., 2018): ``CS``,
+    ``Physics``; seeded random 10/10/80 split by default."""
+
+    _NAMES: ClassVar[dict[str, str]] = {"cs": "CS", "physics": "Physics"}
+
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        if name.lower() not in self._NAMES:
+            raise ValueError(
+                f"Coauthor name must be one of {sorted(self._NAMES.values())}, got {name!r}"
+            )
+        kwargs.setdefault("split", "random")
+        super().__init__(self._NAMES[name.lower()], **kwargs)
+
+    def load(self) -> Data:
+        from torch_geometric.datasets import Coauthor
+
+        file = f"ms_academic_{self.name[:3].lower()}.npz"
+        root = self._root("Coauthor", [f"{self.name}/raw/{file}"], Coauthor.url + file)
+        return Coauthor(str(root), self.name)[0]
+
+
+class WikiCSDataModule(NodeDataModule):
+    """WikiCS (Mernyei & Cangea, 2020), undirected, with its own 20 training/validation splits
+    and one test set (``split="public"``; ``split_index`` picks one, ``None`` evaluates all)."""
+
+    def __init__(self, name: str = "WikiCS", **kwargs: Any) -> None:
+        super().__init__(name, **kwargs)
+
+    def load(self) -> Data:
+        from torch_geometric.datasets import WikiCS
+
+        root = self._root("WikiCS", ["raw/data.json"], f"{WikiCS.url}/data.json")
+        data = WikiCS(str(root), is_undirected=True)[0]
+        del data.stopping_mask
+        return data
+
+
+class FlickrDataModule(NodeDataModule):
+    """Flickr (Zeng et al., GraphSAINT, ICLR 2020) with its own 50/25/25 masks."""
+
+    _RAW = ("adj_full.npz", "feats.npy", "class_map.json", "role.json")
+
+    def __init__(self, name: str = "Flickr", **kwargs: Any) -> None:
+        super().__init__(name, **kwargs)
+
+    def load(self) -> Data:
+        from torch_geometric.datasets import Flickr
+
+        url = f"https://drive.usercontent.google.com/download?id={Flickr.adj_full_id}"
+        root = self._root("Flickr", [f"raw/{f}" for f in self._RAW], url)
+        return Flickr(str(root))[0]
 
 
 class KarateClubDataModule(NodeDataModule):

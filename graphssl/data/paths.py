@@ -1,22 +1,46 @@
-"""Where datasets live, and how read-only sources become a writable PyG root.
+"""Where datasets live, how read-only sources become a writable PyG root, and downloads.
 
-graphssl never downloads at run time: a DataModule names the raw files it needs, and a missing
-file fails at once with the dataset, the folder searched and the files expected (design.md §3).
+A DataModule names the raw files it needs. When they are all there, they are read in place (a
+read-only folder is first copied into a writable cache). When some are missing and downloads
+are allowed (``paths.download``, the ``download`` argument), PyG or OGB fetches them from the
+dataset's URL under a connection timeout, so an offline machine fails within seconds naming the
+dataset, the folder and the URL. With downloads off, a missing file fails at once with the
+dataset, the folder searched and the files expected.
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
+import socket
 import stat
-from collections.abc import Sequence
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 DATA_ENV = "GRAPHSSL_DATA_DIR"
+
+#: exceptions that mean "the network failed" while a loader downloads
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (
+    urllib.error.URLError,
+    http.client.HTTPException,
+    ConnectionError,
+    TimeoutError,
+    socket.gaierror,
+)
 
 
 class DatasetNotFoundError(FileNotFoundError):
     """Raw files of a dataset are missing and cannot be downloaded here."""
+
+
+class DatasetDownloadError(DatasetNotFoundError):
+    """Raw files of a dataset are missing and downloading them failed (offline, unreachable)."""
 
 
 class DatasetCorruptError(ValueError):
@@ -29,16 +53,27 @@ def default_data_dir() -> Path:
     return Path(env) if env else Path.cwd() / "data"
 
 
+def missing_files(folder: Path, files: Sequence[str]) -> list[str]:
+    """The entries of ``files`` (relative to ``folder``) that are not regular files there."""
+    return [f for f in files if not (folder / f).is_file()]
+
+
+def _shown(missing: Sequence[str], total: int) -> str:
+    if not total:
+        return "its raw files"
+    listed = ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else "")
+    return f"missing {len(missing)} of {total}: {listed}"
+
+
 def require_raw_files(dataset: str, folder: Path, files: Sequence[str]) -> None:
     """Raise :class:`DatasetNotFoundError` unless every file in ``files`` exists in ``folder``."""
-    missing = [f for f in files if not (folder / f).is_file()]
+    missing = missing_files(folder, files)
     if missing:
-        shown = ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else "")
         raise DatasetNotFoundError(
-            f"dataset {dataset!r}: raw files not found in {folder} (missing {len(missing)} of "
-            f"{len(files)}: {shown}). graphssl does not download data at run time: put the "
-            f"files there, or point {DATA_ENV} (config key paths.data_dir) at a folder that "
-            f"has them (see README, 'Data')."
+            f"dataset {dataset!r}: raw files not found in {folder} ({_shown(missing, len(files))})."
+            f" graphssl does not download data when downloads are off (paths.download=false) or "
+            f"the dataset has no download source: put the files there, or point {DATA_ENV} "
+            f"(config key paths.data_dir) at a folder that has them (see README, 'Data')."
         )
 
 
@@ -65,3 +100,191 @@ def writable_root(source: Path, cache_dir: Path) -> Path:
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, dst)
     return target
+
+
+def download_root(source: Path, cache_dir: Path) -> Path:
+    """A writable folder to download ``source``'s missing files into.
+
+    An existing ``source`` becomes :func:`writable_root` (files already there are kept or
+    copied). A missing one is created when its nearest existing parent is writable (the usual
+    ``data/`` of a user's machine); otherwise the download goes to ``cache_dir/<source name>``.
+    """
+    if source.is_dir():
+        return writable_root(source, cache_dir)
+    parent = source.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.is_dir() and _writable(parent):
+        source.mkdir(parents=True, exist_ok=True)
+        return source
+    target = cache_dir / source.name
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def _endpoint(url: str) -> tuple[str, int]:
+    """The host and port a request for ``url`` connects to (its proxy's, when one applies)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    proxy = (
+        None if urllib.request.proxy_bypass(host) else urllib.request.getproxies().get(parts.scheme)
+    )
+    if proxy:
+        proxied = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        return proxied.hostname or "", proxied.port or 80
+    return host, parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def check_reachable(url: str, timeout: float) -> None:
+    """Resolve and connect to ``url``'s host (or its proxy) within ``timeout`` seconds each.
+
+    Raises :class:`TimeoutError` or :class:`OSError` otherwise. The name lookup runs in a
+    daemon thread so a hung resolver cannot block longer than ``timeout``.
+    """
+    host, port = _endpoint(url)
+    found: dict[str, object] = {}
+
+    def resolve() -> None:
+        try:
+            found["addr"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as err:
+            found["error"] = err
+
+    thread = threading.Thread(target=resolve, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"looking up {host!r} took longer than {timeout:g} s")
+    if "error" in found:
+        raise found["error"]  # type: ignore[misc]
+    with socket.create_connection((host, port), timeout=timeout):
+        pass
+
+
+def _fsspec_http_config(seconds: float) -> dict[str, object] | None:
+    """fsspec's HTTP filesystem settings with aiohttp timeouts (PyG's ``fs.cp`` downloads
+    through fsspec, whose default is a 5-minute total timeout), or ``None`` without aiohttp."""
+    try:
+        import aiohttp
+    except ImportError:
+        return None
+    timeout = aiohttp.ClientTimeout(
+        total=None, connect=seconds, sock_connect=seconds, sock_read=seconds
+    )
+    return {"client_kwargs": {"timeout": timeout}}
+
+
+def _network_errors() -> tuple[type[BaseException], ...]:
+    try:
+        import aiohttp
+    except ImportError:
+        return NETWORK_ERRORS
+    return (*NETWORK_ERRORS, aiohttp.ClientError)
+
+
+@contextmanager
+def socket_timeout(seconds: float) -> Iterator[None]:
+    """Give every request of a download ``seconds`` for each connect and read: sockets opened
+    without an explicit timeout (urllib's, used by PyG's ``download_url`` and OGB) and fsspec's
+    HTTP filesystem (PyG's ``fs.cp``). The previous settings are restored afterwards."""
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(seconds)
+    http_conf = _fsspec_http_config(seconds)
+    saved: dict[str, object] = {}
+    conf: dict[str, object] | None = None
+    if http_conf is not None:
+        from fsspec.config import conf as fsspec_conf
+
+        conf = fsspec_conf
+        for protocol in ("http", "https"):
+            saved[protocol] = conf.get(protocol)
+            conf[protocol] = {**(conf.get(protocol) or {}), **http_conf}  # type: ignore[dict-item]
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(previous)
+        if conf is not None:
+            for protocol, value in saved.items():
+                if value is None:
+                    conf.pop(protocol, None)
+                else:
+                    conf[protocol] = value
+
+
+def download_failed(
+    dataset: str, folder: Path, missing: Sequence[str], total: int, url: str, err: BaseException
+) -> DatasetDownloadError:
+    """The error raised when the raw files of ``dataset`` could not be downloaded."""
+    return DatasetDownloadError(
+        f"dataset {dataset!r}: raw files not found in {folder} ({_shown(missing, total)}) and "
+        f"downloading them from {url} failed ({type(err).__name__}: {err}). This machine may be "
+        f"offline: put the files there, point {DATA_ENV} (config key paths.data_dir) at a "
+        f"folder that has them, raise paths.download_timeout on a slow network, or set "
+        f"paths.download=false to never try (see README, 'Data')."
+    )
+
+
+class Downloads:
+    """The download policy of one DataModule: where missing raw files go and how long to wait.
+
+    :meth:`root` returns the PyG root for a dataset folder: the files in place (or their
+    writable copy) when all are there; with downloads on and a ``url``, a writable folder PyG
+    or OGB downloads into, after checking within ``timeout`` that ``url`` can be reached;
+    otherwise a :class:`DatasetNotFoundError`. Wrap the loader in :meth:`guard` so its own
+    requests time out after ``timeout`` seconds and a network failure names the dataset, the
+    folder and the URL.
+
+    Args:
+        dataset: dataset name for messages.
+        enabled: allow downloads (config ``paths.download``).
+        timeout: seconds for each connect and read (config ``paths.download_timeout``).
+        cache_dir: writable folder for copies of read-only sources and for downloads that
+            cannot go into the data folder.
+    """
+
+    def __init__(self, dataset: str, enabled: bool, timeout: float, cache_dir: Path) -> None:
+        if not timeout > 0:
+            raise ValueError(f"download_timeout must be > 0 seconds, got {timeout}")
+        self.dataset = dataset
+        self.enabled = bool(enabled)
+        self.timeout = float(timeout)
+        self.cache_dir = cache_dir
+        self._pending: tuple[Path, list[str], list[str], str] | None = None
+
+    def root(self, source: Path, files: Sequence[str], url: str | None = None) -> Path:
+        """A PyG root for ``source`` holding (or about to download) ``files``."""
+        missing = missing_files(source, files)
+        if not missing:
+            return writable_root(source, self.cache_dir)
+        if not self.enabled or url is None:
+            require_raw_files(self.dataset, source, files)
+        assert url is not None
+        self._pending = (source, list(missing), list(files), url)
+        try:
+            check_reachable(url, self.timeout)
+        except OSError as err:
+            raise download_failed(self.dataset, source, missing, len(files), url, err) from err
+        return download_root(source, self.cache_dir)
+
+    def expect(self, source: Path, url: str) -> None:
+        """Report network failures under :meth:`guard` as downloads of ``source`` from
+        ``url`` (for loaders that do not list their raw files)."""
+        self._pending = (source, [], [], url)
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        """Run a loader with the socket timeout; network failures become
+        :class:`DatasetDownloadError` (when :meth:`root` arranged a download)."""
+        try:
+            with socket_timeout(self.timeout) if self.enabled else _nothing():
+                yield
+        except _network_errors() as err:
+            if self._pending is None:
+                raise
+            source, missing, files, url = self._pending
+            raise download_failed(self.dataset, source, missing, len(files), url, err) from err
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield

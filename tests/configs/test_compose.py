@@ -52,6 +52,27 @@ def test_dataset_instantiates(dataset: str) -> None:
     assert dm.name == cfg.dataset.name
 
 
+def test_dataset_download_policy_comes_from_paths() -> None:
+    """Every downloading dataset takes ``paths.download``/``paths.download_timeout``; the
+    suite runs with ``GRAPHSSL_DOWNLOAD=false`` (tests/conftest.py), a run can turn it on."""
+    off = instantiate(resolve_config(compose_with("dataset=amazon_photo")).dataset)
+    assert off.downloads.enabled is False
+    on = instantiate(
+        resolve_config(
+            compose_with("dataset=ogbn_arxiv", "paths.download=true", "paths.download_timeout=3")
+        ).dataset
+    )
+    assert on.downloads.enabled is True and on.downloads.timeout == 3.0
+
+
+def test_pyg_dataset_by_class_name_composes() -> None:
+    cfg = resolve_config(
+        compose_with("dataset=pyg", "dataset.cls=Amazon", "+dataset.kwargs.name=Photo")
+    )
+    dm = instantiate(cfg.dataset)
+    assert (dm.name, dm.cls_name, dm.kwargs) == ("Photo", "Amazon", {"name": "Photo"})
+
+
 @pytest.mark.parametrize("encoder", options("encoder"))
 def test_encoder_instantiates(encoder: str) -> None:
     if encoder.startswith("timm_"):  # image encoders: [B, C, H, W] -> [B, D]
