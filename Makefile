@@ -1,10 +1,20 @@
 # graphssl — two commands: `make run` (the default experiment) and `make test` (the test suite).
 # Both create .venv if missing and install the package (editable) with its dev extra, offline.
+# More extras on top: `make install EXTRAS=ray` (comma-separated, e.g. EXTRAS=ray,molecules).
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
+EXTRAS ?=
+
+empty  :=
+space  := $(empty) $(empty)
+comma  := ,
+EXTRAS_LIST := $(strip $(subst $(comma),$(space),$(EXTRAS)))
+PIP_EXTRAS  := $(subst $(space),$(comma),$(strip dev $(EXTRAS_LIST)))
+# one stamp per set of extras: `make test` after `make install EXTRAS=ray` keeps Ray installed
+STAMP := $(BIN)/.installed$(subst $(space),,$(addprefix -,$(EXTRAS_LIST)))
 
 # Real datasets: ../shared/data when present and GRAPHSSL_DATA_DIR is unset.
 ifeq ($(origin GRAPHSSL_DATA_DIR), undefined)
@@ -15,12 +25,13 @@ endif
 
 .PHONY: install run test test-fast lint format clean
 
-$(BIN)/.installed: pyproject.toml
+$(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(PIP_EXTRAS)]'
 	@touch $@
 
-install: $(BIN)/.installed
+## install: .venv with the package and its dev extra (plus EXTRAS, e.g. EXTRAS=ray)
+install: $(STAMP)
 
 ## run: train the default experiment (DGI on Cora), evaluate it and log it to outputs/mlflow.db
 run: install
