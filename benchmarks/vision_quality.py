@@ -31,7 +31,7 @@ from hydra.utils import instantiate
 
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.linear_probe import LogRegEvaluator
-from graphssl.pipeline import build_datamodule, build_method, resolve_config
+from graphssl.tasks.components import build_datamodule, build_method, resolve_config
 from graphssl.utils import seed_everything
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,7 +76,7 @@ def main() -> None:
         f"model.optimizer.lr={args.lr}",
     ]
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = resolve_config(compose(config_name="config", overrides=overrides))
+        cfg = resolve_config(compose(config_name="train", overrides=overrides))
 
     t_start, cpu_start = time.perf_counter(), time.process_time()
     seed_everything(args.seed)

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from graphssl.data.base import DataModule
 from graphssl.methods.base import SSLMethod
 from graphssl.models.encoders import GNNEncoder
-from graphssl.pipeline import resolve_config
+from graphssl.tasks.components import resolve_config
 from graphssl.training.trainer import Trainer
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -25,7 +25,7 @@ def options(group: str) -> list[str]:
 
 def compose_with(*overrides: str):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+        return compose(config_name="train", overrides=list(overrides), return_hydra_config=True)
 
 
 def test_groups_exist() -> None:
@@ -130,7 +130,7 @@ def test_hydra_callback_registered() -> None:
 
 
 def test_num_threads_applies_and_rejects_bad_values() -> None:
-    from graphssl.pipeline import _set_threads
+    from graphssl.tasks.components import set_threads as _set_threads
 
     previous = torch.get_num_threads()
     try:

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from graphssl.compare import correlation
-from graphssl.report import correlation_table, markdown_table
+from graphssl.tasks.compare import correlation
+from graphssl.tasks.report import correlation_table, markdown_table
 from graphssl.tracking.artifacts import RunRecord
 
 
