@@ -1,7 +1,7 @@
 """CUDA smoke test: a short DGI training, extraction and probes with ``trainer.device=cuda``.
 
 Checks that the configured device reaches every stage (nothing in graphssl picks a device
-itself, style rule 7): the method's parameters live on the GPU after training, every epoch's
+itself): the method's parameters live on the GPU after training, every epoch's
 loss is finite, ``extract_embeddings`` returns float32 embeddings on the CPU, and the probes
 (run on the CPU embeddings) give a sensible accuracy. Prints what it checked; exits 0 with a
 note when CUDA is unavailable, 1 when a check fails.

@@ -4,7 +4,7 @@ Trains SimCLR (or BYOL) with a small timm backbone on the Fashion-MNIST training
 graphssl's own pieces (config tree, DataModule, method, trainer, ``extract_embeddings``), then
 fits the L-BFGS logistic-regression probe on the frozen backbone features of the training rows
 (weight decay selected on the validation rows) and reports the official-test-set accuracy and
-the wall time of each stage. Target (issue 5): >= 84 % test accuracy in < 30 min on 2 CPU cores.
+the wall time of each stage. Target: >= 84 % test accuracy in < 30 min on 2 CPU cores.
 
 Reference points: logistic regression on raw pixels reaches about 84 % on Fashion-MNIST
 (Xiao et al., 2017, benchmark table), so the target is "at least as linearly separable as the

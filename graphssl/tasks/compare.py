@@ -245,11 +245,12 @@ def compare_embeddings(
     seed: int = 0,
     progress: bool = True,
 ) -> CompareResult:
-    """EMIR comparison of aligned embedders (spec ``metrics-spec.md`` §10.7-10.9).
+    """EMIR comparison of aligned embedders: information sufficiency, predictiveness graph and
+    communities, cross-encoder baseline.
 
     Args:
         embeddings: ``{name: [N, d_name]}``, rows aligned (same input in the same row).
-        emir: estimator settings (default: :class:`EMIRConfig` ``()``, the spec defaults).
+        emir: estimator settings (default: :class:`EMIRConfig` ``()``, the estimator's defaults).
         downstream: ``{name: accuracy}`` to correlate the rankings with (optional).
         cross_encoder: keyword arguments of :func:`pairwise_cross_encoder_l2` plus
             ``enabled`` (default: enabled with its defaults).
@@ -372,7 +373,7 @@ def heatmap_figure(names: list[str], matrix: np.ndarray, title: str) -> Figure:
 
 def graph_figure(result: CompareResult, seed: int = 0) -> Figure:
     """Predictiveness graph: node colour = informativeness, node ring = community,
-    edge width = weight (spec §10.8)."""
+    edge width = weight."""
     import networkx as nx
 
     from graphssl.evaluation.plots import _figure

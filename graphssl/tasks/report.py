@@ -4,7 +4,7 @@ Reads the runs of an MLflow experiment (or the children of a sweep parent), grou
 configurable keys (default: dataset name and corruption type), and computes, per group, the
 Spearman (and Kendall) correlation across runs between every ``diag/*`` metric and a downstream
 metric (default ``probe/logreg/test_acc``; ``supervised/test_acc`` for a supervised model zoo).
-The tables are shaped like S0's (``metrics-spec.md`` §12.3):
+The tables are shaped like S0's:
 
 * Table 3: rows = metrics, columns = groups, values = ρ per group;
 * Table 4: the unweighted mean of Table 3 over the first group key (the dataset), one row per

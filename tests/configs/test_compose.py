@@ -39,6 +39,7 @@ def test_groups_exist() -> None:
         "paths",
         "hydra",
         "experiment",
+        "callbacks",
     ):
         assert (CONF / group).is_dir(), group
     assert options("model") and options("dataset") and options("encoder")
@@ -144,3 +145,16 @@ def test_num_threads_applies_and_rejects_bad_values() -> None:
             _set_threads("two")
     finally:
         torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("task", ["train", "evaluate", "compare", "report", "stability"])
+def test_every_task_composes_on_the_shared_groups(task: str) -> None:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=task, return_hydra_config=True)
+    resolved = resolve_config(cfg)
+    assert {"paths", "logger"} <= set(resolved)
+    assert resolved.logger.tracking_uri is None and resolved.paths.outputs_dir
+    assert cfg.hydra.job.chdir is False
+    assert cfg.hydra.help.app_name == ("graphssl" if task == "train" else f"graphssl-{task}")
+    # only the train task makes a multirun one MLflow parent run
+    assert ("mlflow_sweep" in cfg.hydra.callbacks) == (task == "train")
