@@ -130,6 +130,17 @@ def test_refusals_say_why(store: Path) -> None:
     with pytest.raises(EvaluationRefused, match=r"stored 7 embedding rows but dataset 'SBM'"):
         _evaluate(store, f"run_id={odd}")
 
+    # the dataset's rows, but no labels for the probes
+    unlabelled = client.create_run(exp_id, run_name="unlabelled").info.run_id
+    client.log_artifact(unlabelled, str(config))
+    torch.save({"embeddings": torch.randn(200, 4)}, path)
+    client.log_artifact(unlabelled, str(path))
+    client.set_terminated(unlabelled, "FINISHED")
+    with pytest.raises(EvaluationRefused, match=r"without labels, so the probes \['logreg'\]"):
+        _evaluate(store, f"run_id={unlabelled}", "eval.probes.knn=null")
+    (diagnosed,) = _evaluate(store, f"run_id={unlabelled}", "eval=diagnostics_only", "log=false")
+    assert "diag/rankme" in diagnosed.metrics  # diagnostics need no labels
+
     # and the command prints the refusal as one paragraph, exit status 1
     res = subprocess.run(
         [
