@@ -137,7 +137,8 @@ def _check_fit(run: RunRecord, emb: Embeddings, dm: DataModule, probes: dict[str
     if emb.labels is None:
         raise EvaluationRefused(
             f"{who} stored embeddings without labels, so the probes {sorted(probes)} cannot be "
-            f"fitted; run diagnostics only (eval=diagnostics_only) or train again on a labelled dataset"
+            f"fitted; run diagnostics only (eval=diagnostics_only) or train again on a labelled "
+            f"dataset"
         )
     if expected is None or not torch.equal(emb.labels.cpu(), expected.cpu()):
         shape = None if expected is None else tuple(expected.shape)
