@@ -1,7 +1,7 @@
 """CUDA smoke test: a short DGI training, extraction and probes with ``trainer.device=cuda``.
 
 Checks that the configured device reaches every stage (nothing in graphssl picks a device
-itself, style rule 7): the method's parameters live on the GPU after training, every epoch's
+itself): the method's parameters live on the GPU after training, every epoch's
 loss is finite, ``extract_embeddings`` returns float32 embeddings on the CPU, and the probes
 (run on the CPU embeddings) give a sensible accuracy. Prints what it checked; exits 0 with a
 note when CUDA is unavailable, 1 when a check fails.
@@ -28,7 +28,7 @@ from hydra.utils import instantiate
 
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.runner import run_probes
-from graphssl.pipeline import build_datamodule, build_method, build_probes, resolve_config
+from graphssl.tasks.components import build_datamodule, build_method, build_probes, resolve_config
 from graphssl.utils import seed_everything
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             f"paths.outputs_dir={tmp}",
         ]
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = resolve_config(compose(config_name="config", overrides=overrides))
+            cfg = resolve_config(compose(config_name="train", overrides=overrides))
         seed_everything(int(cfg.seed))
         dm = build_datamodule(cfg)
         method = build_method(cfg, dm)

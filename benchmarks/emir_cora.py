@@ -1,13 +1,13 @@
-"""Quality benchmark (issue 6.5): does EMIR informativeness rank Cora embedders like their probes?
+"""Quality benchmark: does EMIR informativeness rank Cora embedders like their probes?
 
 Trains a zoo of graph embedders on Cora (DGI, GRACE, BGRL with different hidden sizes and
-training lengths, plus an untrained GCN) with :func:`graphssl.pipeline.run` in-process (Hydra
-``compose``, MLflow in a temporary store), then runs :func:`graphssl.compare.run_compare` on their
-``embeddings.pt`` artifacts and prints the Spearman / Kendall correlation of the EMIR
-informativeness ranking with the linear-probe test accuracy (``probe/logreg/test_acc``), next to
-the cross-encoder L2 baseline's (lower L2 = better, so a good baseline has a *negative*
-correlation). Reference (EMIR rebuttal, NLP/molecules): Spearman +0.90/+0.94 for I_S vs
--0.84/-0.90 for the L2 baseline.
+training lengths, plus an untrained GCN) with :func:`graphssl.tasks.train.train` in-process
+(Hydra ``compose``, MLflow in a temporary store), then runs
+:func:`graphssl.tasks.compare.run_compare` on their ``embeddings.pt`` artifacts and prints the
+Spearman / Kendall correlation of the EMIR informativeness ranking with the linear-probe test
+accuracy (``probe/logreg/test_acc``), next to the cross-encoder L2 baseline's (lower L2 =
+better, so a good baseline has a *negative* correlation). Reference (EMIR rebuttal,
+NLP/molecules): Spearman +0.90/+0.94 for I_S vs -0.84/-0.90 for the L2 baseline.
 
 Needs the offline Cora files (``$GRAPHSSL_DATA_DIR`` or ``../shared/data``). CPU only.
 
@@ -75,8 +75,8 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from graphssl.compare import run_compare
-    from graphssl.pipeline import run
+    from graphssl.tasks.compare import run_compare
+    from graphssl.tasks.train import train as run
 
     print(
         f"python {platform.python_version()}, torch {torch.__version__}, "
@@ -105,7 +105,7 @@ def main() -> None:
         for name, model, hidden, epochs in zoo:
             t = time.perf_counter()
             cfg = compose(
-                config_name="config",
+                config_name="train",
                 overrides=[
                     *common,
                     f"model={model}",
@@ -124,9 +124,10 @@ def main() -> None:
 
     from graphssl.tracking import artifacts
     from graphssl.tracking.mlflow_store import resolve_tracking_uri
+    from graphssl.tracking.store import TrackingStore
 
-    uri = resolve_tracking_uri(None, outputs)
-    run_ids = [r.run_id for r in artifacts.select_runs(uri, experiment="graphssl")]
+    store = TrackingStore(resolve_tracking_uri(None, outputs), "graphssl")
+    run_ids = [r.run_id for r in artifacts.select_runs(store, experiment="graphssl")]
     overrides = [
         f"paths.outputs_dir={outputs}",
         f"output_dir={outputs / 'compare'}",
@@ -140,7 +141,7 @@ def main() -> None:
     if args.ce_epochs is not None:
         overrides.append(f"cross_encoder.epochs={args.ce_epochs}")
     t1 = time.perf_counter()
-    with initialize_config_dir(config_dir=str(REPO / "conf_analysis"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         result = run_compare(compose(config_name="compare", overrides=overrides))
         t_compare = time.perf_counter() - t1
 

@@ -42,14 +42,19 @@ def probe_curve(
 
     from graphssl.evaluation.adam_probe import AdamLinearEvaluator
     from graphssl.evaluation.extraction import extract_embeddings
-    from graphssl.pipeline import build_datamodule, build_method, build_probes, resolve_config
+    from graphssl.tasks.components import (
+        build_datamodule,
+        build_method,
+        build_probes,
+        resolve_config,
+    )
     from graphssl.training.trainer import Callback
     from graphssl.utils import seed_everything
 
     torch.set_num_threads(threads)
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = resolve_config(
-            compose(config_name="config", overrides=[*overrides, "trainer.progress=false"])
+            compose(config_name="train", overrides=[*overrides, "trainer.progress=false"])
         )
     seed_everything(int(cfg.seed))
     dm = build_datamodule(cfg)

@@ -3,7 +3,7 @@
 For every (method, dataset) pair and seed, composes the tuned experiment
 ``conf/experiment/<method>_<dataset>.yaml`` (when there is none, the method's Cora experiment
 with ``dataset=<dataset>``, else ``model=<method> dataset=<dataset>``) with Hydra's compose
-API, runs :func:`graphssl.pipeline.run` in this process with MLflow writing to a temporary
+API, runs :func:`graphssl.tasks.train.train` in this process with MLflow writing to a temporary
 store, and prints a Markdown table of the logistic-regression
 probe's test accuracy (``probe/logreg/test_acc``, mean ± standard deviation over seeds) beside
 the number published in the GraphMAE paper's Table 1 (Hou et al., KDD 2022), which reports all
@@ -34,12 +34,13 @@ from ``$GRAPHSSL_DATA_DIR`` (default: ``../shared/data`` beside the repository).
 
 ``--store DIR`` keeps the runs in ``DIR`` (an MLflow store, browsable with ``graphssl-ui
 --outputs DIR``, with each run's embeddings as its ``embeddings.pt`` artifact) instead of a
-temporary folder. ``--reprobe`` then trains nothing: it evaluates the stored embeddings of the
+temporary folder. ``--reprobe`` then trains nothing: it runs the evaluate task
+(:func:`graphssl.tasks.evaluate.evaluate`, ``graphssl-evaluate``) on the stored embeddings of the
 same (method, dataset, seed) runs under the probes configured now, so a probe change costs
-seconds instead of a retraining (the table's s / run is then the probes' time). It uses the
-newest stored run whose training config is the one composed now: the probes (but not the one
-``eval.select`` chooses the weights with), diagnostics, figures and logging may differ, nothing
-else::
+seconds instead of a retraining (the table's s / run is then the probes' time), and logs
+nothing. It uses the newest stored run whose training config is the one composed now: the
+probes (but not the one ``eval.select`` chooses the weights with), diagnostics, figures and
+logging may differ, nothing else::
 
     python benchmarks/quality.py --methods bgrl --datasets citeseer --store outputs/quality
     python benchmarks/quality.py --methods bgrl --datasets citeseer --store outputs/quality \\
@@ -195,7 +196,7 @@ def compose_run(
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         overrides = overrides_for(method, dataset, seed, outputs, extra, keep_embeddings)
-        cfg = compose(config_name="config", overrides=overrides)
+        cfg = compose(config_name="train", overrides=overrides)
     with open_dict(cfg):
         cfg.trainer.epochs = max(1, round(int(cfg.trainer.epochs) * epochs_scale))
     return cfg
@@ -230,7 +231,7 @@ def run_one(
     keep_embeddings: bool = False,
 ) -> Result:
     """Train and evaluate one configured run."""
-    from graphssl.pipeline import run
+    from graphssl.tasks.train import train as run
 
     cfg = compose_run(method, dataset, seed, epochs_scale, outputs, extra, keep_embeddings)
     t0 = time.perf_counter()
@@ -264,7 +265,13 @@ REPROBE_FREE = (
     "dataset.data_dir",
     "dataset.cache_dir",
 )
-_FREE_PREFIXES = ("eval.diagnostics.", "eval.collapse.", "logger.", "paths.")
+_FREE_PREFIXES = (
+    "eval.diagnostics.",
+    "eval.collapse.",
+    "callbacks.monitor.",  # the diagnostics during training (eval.diag_every, ...)
+    "logger.",
+    "paths.",
+)
 
 
 def training_config(cfg: DictConfig) -> dict[str, object]:
@@ -273,7 +280,7 @@ def training_config(cfg: DictConfig) -> dict[str, object]:
     weights with, which shapes the embeddings."""
     from omegaconf import OmegaConf
 
-    from graphssl.pipeline import resolve_config
+    from graphssl.tasks.components import resolve_config
     from graphssl.tracking.mlflow_store import flatten
 
     resolved = resolve_config(cfg)
@@ -301,6 +308,26 @@ def config_differences(trained: dict[str, object], now: dict[str, object]) -> li
     ]
 
 
+def evaluate_config(cfg: DictConfig, store: Path) -> DictConfig:
+    """The evaluate task's config (``conf/evaluate.yaml``) for the runs of ``store``, with the
+    ``eval`` node of the composed training config ``cfg``, logging nothing."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        ecfg = compose(
+            config_name="evaluate",
+            overrides=[
+                f"paths.outputs_dir={store}",
+                f"logger.experiment_name={cfg.logger.experiment_name}",
+                "log=false",
+            ],
+        )
+    with open_dict(ecfg):
+        ecfg.eval = cfg.eval
+    return ecfg
+
+
 def reprobe_one(
     method: str,
     dataset: str,
@@ -309,89 +336,65 @@ def reprobe_one(
     store: Path,
     extra: list[str] | None = None,
 ) -> Result:
-    """Evaluate the embeddings a ``--store`` run logged under the probes configured now: the
-    newest finished run of ``(method, dataset, seed)`` whose training config is the one
-    composed now (:func:`training_config`).
+    """Evaluate the embeddings a ``--store`` run logged under the probes configured now (the
+    evaluate task): the newest finished run of ``(method, dataset, seed)`` whose training
+    config is the one composed now (:func:`training_config`).
 
     Raises:
         ReprobeError: ``store`` holds no such run (none of that name with embeddings, or none
             trained under this config), or its embeddings do not fit the dataset.
     """
-    import torch
-    from mlflow.tracking import MlflowClient
-    from omegaconf import DictConfig, OmegaConf
-
-    from graphssl.evaluation.runner import run_probes
-    from graphssl.pipeline import build_datamodule, build_probes, resolve_config
-    from graphssl.tracking.context import tracking_settings
+    from graphssl.tasks.components import resolve_config
+    from graphssl.tasks.evaluate import EvaluationRefused, evaluate
+    from graphssl.tracking import artifacts
+    from graphssl.tracking.embeddings import HASH_TAG
+    from graphssl.tracking.store import TrackingStore
 
     cfg = compose_run(method, dataset, seed, epochs_scale, store, extra, keep_embeddings=True)
     resolved = resolve_config(cfg)
-    settings = tracking_settings(resolved)
-    client = MlflowClient(settings["tracking_uri"])
-    exp = client.get_experiment_by_name(settings["experiment_name"])
+    tracking = TrackingStore.from_config(resolved)
     name = run_name(method, dataset, seed)
-    runs = [
-        r
-        for r in (
-            client.search_runs(
-                [exp.experiment_id],
-                filter_string=f"tags.mlflow.runName = '{name}' and attributes.status = 'FINISHED'",
-                order_by=["attributes.start_time DESC"],
-            )
-            if exp is not None
-            else []
+    try:
+        found = artifacts.select_runs(
+            tracking,
+            experiment=tracking.experiment_name,
+            filter_string=f"tags.mlflow.runName = '{name}'",
         )
-        if "embeddings.sha256" in r.data.tags
-    ]
+    except LookupError:  # no such experiment in the store
+        found = []
+    runs = [r for r in reversed(found) if HASH_TAG in r.tags]  # newest first
     if not runs:
         raise ReprobeError(
-            f"no finished run {name!r} with embeddings in {settings['tracking_uri']} "
-            f"(experiment {settings['experiment_name']!r}); expected one from an earlier "
+            f"no finished run {name!r} with embeddings in {tracking.tracking_uri} "
+            f"(experiment {tracking.experiment_name!r}); expected one from an earlier "
             f"`quality.py --store {store}` with the same methods, datasets and seeds"
         )
     now = training_config(cfg)
     newest_differences: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for i, candidate in enumerate(runs):
-            folder = Path(tmp) / str(i)
-            folder.mkdir()
-            stored_cfg = OmegaConf.load(
-                client.download_artifacts(candidate.info.run_id, "config.yaml", str(folder))
-            )
-            assert isinstance(stored_cfg, DictConfig)
+        for candidate in runs:
+            stored_cfg = artifacts.stored_config(tracking, candidate, tmp)
             differences = config_differences(training_config(stored_cfg), now)
             if not differences:
                 stored = candidate
-                payload = torch.load(
-                    client.download_artifacts(stored.info.run_id, "embeddings.pt", str(folder)),
-                    weights_only=True,
-                )
                 break
             newest_differences = newest_differences or differences
         else:
             shown = ", ".join(newest_differences[:8])
             raise ReprobeError(
                 f"none of the {len(runs)} stored runs {name!r} was trained under the config "
-                f"composed now; the newest, {runs[0].info.run_id}, differs in "
+                f"composed now; the newest, {runs[0].run_id}, differs in "
                 f"{len(newest_differences)} keys ({shown}). --reprobe may change the probes "
                 f"(but not the one eval.select chooses weights with), diagnostics, figures and "
                 f"logging only — train again without --reprobe"
             )
-    dm = build_datamodule(resolved)
-    z, y = payload["embeddings"], payload["labels"]
-    expected = getattr(dm, "labels", None)
-    if expected is not None and (y is None or not torch.equal(y.cpu(), expected.cpu())):
-        raise ReprobeError(
-            f"run {stored.info.run_id} ({name}) stored {tuple(z.shape)} embeddings whose labels "
-            f"differ from the dataset's ({tuple(expected.shape)} labels from "
-            f"{resolved.dataset.get('data_dir')}); expected the data the run was trained on"
-        )
-    probes = build_probes(resolved.eval.probes, dm)
-    t0 = time.perf_counter()
-    trained_metrics = {k: v for k, v in stored.data.metrics.items() if not k.startswith("probe/")}
-    metrics = {**trained_metrics, **run_probes(z, y, dm.splits(), probes)}
-    return result_of(metrics, method, dataset, time.perf_counter() - t0, int(cfg.trainer.epochs))
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the table
+            (evaluated,) = evaluate(evaluate_config(resolved, store), runs=[stored], store=tracking)
+    except EvaluationRefused as err:
+        raise ReprobeError(f"{name}: {err}") from err
+    seconds = evaluated.metrics.get("time/evaluate_seconds", math.nan)
+    return result_of(evaluated.all_metrics, method, dataset, seconds, int(cfg.trainer.epochs))
 
 
 def fmt(values: list[float]) -> str:

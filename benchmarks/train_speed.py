@@ -56,14 +56,14 @@ def node_methods() -> list[str]:
 def build(method: str, dataset: str, hidden: int | None, seed: int = 0):  # type: ignore[no-untyped-def]
     from hydra import compose, initialize_config_dir
 
-    from graphssl.pipeline import build_datamodule, build_method, resolve_config
+    from graphssl.tasks.components import build_datamodule, build_method, resolve_config
     from graphssl.utils import seed_everything
 
     overrides = [f"model={method}", f"dataset={dataset}", f"seed={seed}"]
     if hidden is not None:
         overrides.append(f"encoder.hidden_channels={hidden}")
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = resolve_config(compose(config_name="config", overrides=overrides))
+        cfg = resolve_config(compose(config_name="train", overrides=overrides))
     seed_everything(seed)
     dm = build_datamodule(cfg)
     return build_method(cfg, dm), dm

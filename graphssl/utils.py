@@ -1,4 +1,4 @@
-"""Small helpers shared by the entry points: seeding and run metadata."""
+"""Small helpers every layer may use: seeding, generator states and run metadata."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import platform
 import random
 import subprocess
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,6 +19,37 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def capture_rng() -> dict[str, Any]:
+    """The states of Python's, NumPy's and torch's global generators."""
+    version, state, gauss = random.getstate()
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()  # type: ignore[misc]
+    out: dict[str, Any] = {
+        "python": [version, list(state), gauss],
+        "numpy": [
+            np_name,
+            torch.from_numpy(np.asarray(np_keys).copy()),
+            int(np_pos),
+            int(np_has_gauss),
+            float(np_gauss),
+        ],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = torch.cuda.get_rng_state_all()
+    return out
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Restore what :func:`capture_rng` captured."""
+    version, values, gauss = state["python"]
+    random.setstate((version, tuple(values), gauss))
+    name, keys, pos, has_gauss, gauss_np = state["numpy"]
+    np.random.set_state((name, keys.numpy(), pos, has_gauss, gauss_np))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def git_commit(cwd: str | os.PathLike[str] | None = None) -> str:

@@ -1,8 +1,8 @@
 """Reading finished runs back from MLflow: selecting runs, their values, their artifacts.
 
-Used by ``graphssl-compare`` and ``graphssl-report``. Runs come back as plain
-:class:`RunRecord` objects (no MLflow types), so the analysis code never imports MLflow
-(design.md §2).
+Used by the evaluate, compare, report and stability tasks, each through its one
+:class:`~graphssl.tracking.store.TrackingStore`. Runs come back as plain :class:`RunRecord`
+objects (no MLflow types), so the task code never imports MLflow.
 """
 
 from __future__ import annotations
@@ -13,18 +13,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from omegaconf import DictConfig, OmegaConf
+
 from graphssl.tracking import mlflow_store
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
 
+    from graphssl.tracking.store import TrackingStore
+
 log = logging.getLogger(__name__)
 
 ROLE_TAG = "graphssl.role"
 #: runs that summarise other runs; never selected as inputs.
-SUMMARY_ROLES = ("sweep", "compare", "report")
-EMBEDDINGS_ARTIFACT = "embeddings.pt"
+SUMMARY_ROLES = ("sweep", "compare", "report", "evaluate")
+CONFIG_ARTIFACT = "config.yaml"
 
 
 @dataclass(frozen=True)
@@ -100,32 +104,31 @@ def _search_all(client: MlflowClient, experiment_ids: list[str], filter_string: 
             return runs
 
 
-def experiment_id_of(tracking_uri: str, name: str) -> str | None:
+def experiment_id_of(store: TrackingStore, name: str) -> str | None:
     """The id of the live experiment ``name``, or ``None`` when there is none."""
-    exp = mlflow_store.client(tracking_uri).get_experiment_by_name(name)
+    exp = store.client.get_experiment_by_name(name)
     if exp is None or exp.lifecycle_stage == "deleted":
         return None
     return str(exp.experiment_id)
 
 
-def experiment_name_of(tracking_uri: str, experiment_id: str) -> str:
+def experiment_name_of(store: TrackingStore, experiment_id: str) -> str:
     """The name of experiment ``experiment_id``."""
-    return str(mlflow_store.client(tracking_uri).get_experiment(experiment_id).name)
+    return str(store.client.get_experiment(experiment_id).name)
 
 
-def get_run(tracking_uri: str, run_id: str) -> RunRecord:
+def get_run(store: TrackingStore, run_id: str) -> RunRecord:
     """One run by id; ``LookupError`` naming the store when it does not exist."""
-    client = mlflow_store.client(tracking_uri)
     try:
-        return _record(client.get_run(run_id))
+        return _record(store.client.get_run(run_id))
     except Exception as err:  # MlflowException for an unknown id
         raise LookupError(
-            f"MLflow run {run_id!r} not found in {tracking_uri} ({type(err).__name__}: {err})"
+            f"MLflow run {run_id!r} not found in {store.tracking_uri} ({type(err).__name__}: {err})"
         ) from err
 
 
 def select_runs(
-    tracking_uri: str,
+    store: TrackingStore,
     *,
     experiment: str | None = None,
     parent_run_id: str | None = None,
@@ -153,20 +156,20 @@ def select_runs(
             f"run_ids={list(run_ids)!r}"
         )
     if run_ids:
-        return [get_run(tracking_uri, str(r)) for r in run_ids]
-    client = mlflow_store.client(tracking_uri)
+        return [get_run(store, str(r)) for r in run_ids]
+    client = store.client
     filters = [filter_string] if filter_string else []
     if parent_run_id:
-        parent = get_run(tracking_uri, parent_run_id)
+        parent = get_run(store, parent_run_id)
         experiment_ids = [parent.experiment_id]
         filters.insert(0, f"tags.mlflow.parentRunId = '{parent_run_id}'")
     else:
         assert experiment is not None
-        exp_id = experiment_id_of(tracking_uri, experiment)
+        exp_id = experiment_id_of(store, experiment)
         if exp_id is None:
             names = sorted(e.name for e in client.search_experiments())
             raise LookupError(
-                f"MLflow experiment {experiment!r} not found in {tracking_uri}; "
+                f"MLflow experiment {experiment!r} not found in {store.tracking_uri}; "
                 f"experiments there: {names}"
             )
         experiment_ids = [exp_id]
@@ -179,43 +182,59 @@ def select_runs(
     return kept
 
 
-def download_embeddings(tracking_uri: str, run: RunRecord, dest: str | Path) -> Path:
-    """Download the run's ``embeddings.pt`` artifact into ``dest``; returns the local path.
+def artifact_names(store: TrackingStore, run: RunRecord) -> list[str]:
+    """The paths of the run's top-level artifacts."""
+    return [a.path for a in store.client.list_artifacts(run.run_id)]
 
-    Raises:
-        FileNotFoundError: the run has no ``embeddings.pt`` (e.g. ``logger.log_embeddings=false``
-            or a failed run); the message names the run and what it does have.
-    """
-    client = mlflow_store.client(tracking_uri)
-    names = [a.path for a in client.list_artifacts(run.run_id)]
-    if EMBEDDINGS_ARTIFACT not in names:
-        raise FileNotFoundError(
-            f"run {run.run_name or '?'!r} ({run.run_id}, status {run.status}) has no "
-            f"{EMBEDDINGS_ARTIFACT} artifact (it has {sorted(names)}); expected the final "
-            "embeddings a graphssl run logs when logger.log_embeddings=true"
-        )
+
+def download_artifact(store: TrackingStore, run: RunRecord, name: str, dest: str | Path) -> Path:
+    """Download artifact ``name`` of ``run`` into ``dest/<run id>/``; returns the local path."""
     folder = Path(dest) / run.run_id
     folder.mkdir(parents=True, exist_ok=True)
-    local = client.download_artifacts(run.run_id, EMBEDDINGS_ARTIFACT, str(folder))
-    return Path(local)
+    return Path(store.client.download_artifacts(run.run_id, name, str(folder)))
+
+
+def stored_config(store: TrackingStore, run: RunRecord, dest: str | Path) -> DictConfig:
+    """The resolved config a graphssl run logged (its ``config.yaml`` artifact).
+
+    Raises:
+        FileNotFoundError: the run has no ``config.yaml`` (not a graphssl training run).
+    """
+    names = artifact_names(store, run)
+    if CONFIG_ARTIFACT not in names:
+        raise FileNotFoundError(
+            f"run {run.run_name or '?'!r} ({run.run_id}) has no {CONFIG_ARTIFACT} artifact (it "
+            f"has {sorted(names)}); expected a run logged by graphssl's train task"
+        )
+    cfg = OmegaConf.load(download_artifact(store, run, CONFIG_ARTIFACT, dest))
+    if not isinstance(cfg, DictConfig):
+        raise ValueError(f"run {run.run_id}: {CONFIG_ARTIFACT} is not a mapping")
+    return cfg
 
 
 def log_folder(
-    tracking_uri: str, run_id: str, folder: str | Path, artifact_path: str | None
+    store: TrackingStore, run_id: str, folder: str | Path, artifact_path: str | None
 ) -> None:
     """Log every file of ``folder`` to an existing run (e.g. a sweep parent)."""
-    mlflow_store.client(tracking_uri).log_artifacts(run_id, str(folder), artifact_path)
+    store.client.log_artifacts(run_id, str(folder), artifact_path)
 
 
-def log_metrics_to(tracking_uri: str, run_id: str, metrics: dict[str, float]) -> None:
+def log_metrics_to(store: TrackingStore, run_id: str, metrics: dict[str, float]) -> None:
     """Log ``metrics`` (step 0) to an existing run."""
-    mlflow_store.log_metrics(
-        mlflow_store.client(tracking_uri), run_id, ((k, v, 0) for k, v in metrics.items())
-    )
+    mlflow_store.log_metrics(store.client, run_id, ((k, v, 0) for k, v in metrics.items()))
 
 
-def set_tags_on(tracking_uri: str, run_id: str, tags: dict[str, str]) -> None:
+def set_tags_on(store: TrackingStore, run_id: str, tags: dict[str, str]) -> None:
     """Set ``tags`` on an existing run."""
-    client = mlflow_store.client(tracking_uri)
     for k, v in tags.items():
-        client.set_tag(run_id, k, v)
+        store.client.set_tag(run_id, k, v)
+
+
+def log_text_to(store: TrackingStore, run_id: str, text: str, artifact_file: str) -> None:
+    """Log ``text`` as the artifact ``artifact_file`` of an existing run."""
+    store.client.log_text(run_id, text, artifact_file)
+
+
+def log_figure_to(store: TrackingStore, run_id: str, figure: Any, artifact_file: str) -> None:
+    """Log a Matplotlib ``figure`` as the artifact ``artifact_file`` of an existing run."""
+    store.client.log_figure(run_id, figure, artifact_file)

@@ -1,4 +1,4 @@
-"""Tracking settings read from a composed config (shared by the pipeline and the sweep hook)."""
+"""Tracking settings read from a composed config (shared by the tasks and the sweep hook)."""
 
 from __future__ import annotations
 

@@ -7,10 +7,13 @@ import traceback
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphssl.tracking import mlflow_store
 from graphssl.training.trainer import Callback, EpochResult, FitResult, Trainer
+
+if TYPE_CHECKING:
+    from graphssl.tracking.store import TrackingStore
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,11 @@ class RunTracker:
         tags: extra tags set at creation.
         artifact_location: artifact root for a newly created experiment.
         run_id: continue this existing run (``resume=true``) instead of creating one.
+        store: the task's :class:`~graphssl.tracking.store.TrackingStore`, whose client is
+            reused (default: a client of its own on ``tracking_uri``).
+
+    It is also the metrics sink of the trainer callbacks
+    (:class:`graphssl.training.callbacks.MetricSink`: ``log_metrics`` and ``set_tags``).
     """
 
     def __init__(
@@ -42,16 +50,20 @@ class RunTracker:
         tags: Mapping[str, str] | None = None,
         artifact_location: str | None = None,
         run_id: str | None = None,
+        store: TrackingStore | None = None,
     ) -> None:
         self.tracking_uri = tracking_uri
-        self.client = mlflow_store.client(tracking_uri)
+        self.client = store.client if store is not None else mlflow_store.client(tracking_uri)
         if artifact_location is None and tracking_uri.startswith("sqlite:///"):
             # beside the store, never MLflow's cwd-relative ./mlruns default
             store_dir = Path(tracking_uri[len("sqlite:///") :]).parent
             artifact_location = mlflow_store.default_artifact_location(tracking_uri, store_dir)
-        self.experiment_id = mlflow_store.ensure_experiment(
-            self.client, experiment_name, artifact_location
-        )
+        if store is not None and experiment_name == store.experiment_name:
+            self.experiment_id = store.experiment_id()
+        else:
+            self.experiment_id = mlflow_store.ensure_experiment(
+                self.client, experiment_name, artifact_location
+            )
         self.run_name = run_name
         self.parent_run_id = parent_run_id
         self.tags = dict(tags or {})
@@ -123,7 +135,7 @@ class RunTracker:
 class MLflowMetricsCallback(Callback):
     """Buffers per-epoch training metrics as ``train/<name>`` and flushes them in batches.
 
-    One ``log_batch`` per ``flush_every`` epochs instead of one call per point (design.md §6).
+    One ``log_batch`` per ``flush_every`` epochs instead of one call per point.
     """
 
     def __init__(self, tracker: RunTracker, flush_every: int = 50) -> None:

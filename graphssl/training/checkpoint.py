@@ -1,52 +1,23 @@
 """Checkpoints: state dicts, optimizer, RNG states, epoch and config hash.
 
 Written atomically (temporary file + rename) and read with ``torch.load(weights_only=True)``,
-so a checkpoint can never execute code (design.md §3). Everything in it is a tensor, a number, a
+so a checkpoint can never execute code. Everything in it is a tensor, a number, a
 string or a container of those.
 """
 
 from __future__ import annotations
 
 import os
-import random
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
+from graphssl.utils import capture_rng, restore_rng
+
+__all__ = ["capture_rng", "load_checkpoint", "restore_rng", "save_checkpoint"]
+
 FORMAT_VERSION = 1
-
-
-def capture_rng() -> dict[str, Any]:
-    """The states of Python's, NumPy's and torch's global generators."""
-    version, state, gauss = random.getstate()
-    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()  # type: ignore[misc]
-    out: dict[str, Any] = {
-        "python": [version, list(state), gauss],
-        "numpy": [
-            np_name,
-            torch.from_numpy(np.asarray(np_keys).copy()),
-            int(np_pos),
-            int(np_has_gauss),
-            float(np_gauss),
-        ],
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        out["cuda"] = torch.cuda.get_rng_state_all()
-    return out
-
-
-def restore_rng(state: dict[str, Any]) -> None:
-    """Restore what :func:`capture_rng` captured."""
-    version, values, gauss = state["python"]
-    random.setstate((version, tuple(values), gauss))
-    name, keys, pos, has_gauss, gauss_np = state["numpy"]
-    np.random.set_state((name, keys.numpy(), pos, has_gauss, gauss_np))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def save_checkpoint(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from graphssl.data.base import DataModule
 from graphssl.methods.base import SSLMethod
 from graphssl.models.encoders import GNNEncoder
-from graphssl.pipeline import resolve_config
+from graphssl.tasks.components import resolve_config
 from graphssl.training.trainer import Trainer
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -25,7 +25,7 @@ def options(group: str) -> list[str]:
 
 def compose_with(*overrides: str):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+        return compose(config_name="train", overrides=list(overrides), return_hydra_config=True)
 
 
 def test_groups_exist() -> None:
@@ -39,6 +39,7 @@ def test_groups_exist() -> None:
         "paths",
         "hydra",
         "experiment",
+        "callbacks",
     ):
         assert (CONF / group).is_dir(), group
     assert options("model") and options("dataset") and options("encoder")
@@ -151,7 +152,7 @@ def test_hydra_callback_registered() -> None:
 
 
 def test_num_threads_applies_and_rejects_bad_values() -> None:
-    from graphssl.pipeline import _set_threads
+    from graphssl.tasks.components import set_threads as _set_threads
 
     previous = torch.get_num_threads()
     try:
@@ -165,3 +166,18 @@ def test_num_threads_applies_and_rejects_bad_values() -> None:
             _set_threads("two")
     finally:
         torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("task", ["train", "evaluate", "compare", "report", "stability"])
+def test_every_task_composes_on_the_shared_groups(task: str) -> None:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=task, return_hydra_config=True)
+    # output_dir of compare/report resolves inside a Hydra app only; the shared groups resolve
+    paths = OmegaConf.to_container(cfg.paths, resolve=True)
+    logger = OmegaConf.to_container(cfg.logger, resolve=True)
+    assert isinstance(paths, dict) and isinstance(logger, dict)
+    assert paths["outputs_dir"] and logger["tracking_uri"] is None
+    assert cfg.hydra.job.chdir is False
+    assert cfg.hydra.help.app_name == ("graphssl" if task == "train" else f"graphssl-{task}")
+    # only the train task makes a multirun one MLflow parent run
+    assert ("mlflow_sweep" in cfg.hydra.callbacks) == (task == "train")

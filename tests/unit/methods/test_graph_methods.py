@@ -35,7 +35,7 @@ from graphssl.methods.infograph import (
 )
 from graphssl.methods.losses import graphcl_nt_xent
 from graphssl.models.encoders import GCNEncoder, GINEncoder
-from graphssl.pipeline import build_datamodule, build_method, probe_configs, resolve_config
+from graphssl.tasks.components import build_datamodule, build_method, probe_configs, resolve_config
 from graphssl.training.trainer import Trainer
 from graphssl.utils import seed_everything
 
@@ -57,7 +57,7 @@ def graph_config(model: str, tmp_path: Path, *extra: str):
     dataset = ["dataset=mutag", f"paths.data_dir={data}"] if data else ["dataset=synthetic_graphs"]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(
-            config_name="config",
+            config_name="train",
             overrides=[
                 f"model={model}",
                 *dataset,
@@ -111,7 +111,7 @@ def test_graph_method_rejects_node_level_dataset(model: str, tmp_path: Path) -> 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = resolve_config(
             compose(
-                config_name="config",
+                config_name="train",
                 overrides=[
                     f"model={model}",
                     "dataset=karate",

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.linear_probe import LogRegEvaluator
 from graphssl.methods.image import ImageSSLMethod
-from graphssl.pipeline import build_datamodule, build_method, resolve_config
+from graphssl.tasks.components import build_datamodule, build_method, resolve_config
 from graphssl.training.trainer import Trainer
 from graphssl.utils import seed_everything
 
@@ -55,7 +55,7 @@ def small_config(model: str, *extra: str):
     )
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(
-            config_name="config",
+            config_name="train",
             overrides=[
                 f"model={model}",
                 *(IMAGE_OVERRIDES if is_image_method(model) else graph),

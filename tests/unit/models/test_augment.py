@@ -21,7 +21,7 @@ from graphssl.models.augment import (
     Subgraph,
     edge_and_feature,
 )
-from graphssl.pipeline import resolve_config
+from graphssl.tasks.components import resolve_config
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
 AUGMENTS = sorted(p.stem for p in (CONF / "augment").glob("*.yaml"))
@@ -136,7 +136,7 @@ def test_invalid_probabilities_raise() -> None:
 @pytest.mark.parametrize("name", AUGMENTS)
 def test_augment_group_instantiates(name: str) -> None:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = resolve_config(compose(config_name="config", overrides=[f"augment={name}"]))
+        cfg = resolve_config(compose(config_name="train", overrides=[f"augment={name}"]))
     aug = instantiate(cfg.augment)
     assert isinstance(aug, GraphAugment | Compose)
     data = graph(n=50)

@@ -30,7 +30,8 @@ from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.linear_probe import LogRegEvaluator
 from graphssl.methods.losses import dino_loss, simclr_nt_xent
 from graphssl.models.vision import TimmEncoder
-from graphssl.pipeline import _classifier_metrics, build_datamodule, build_method, resolve_config
+from graphssl.tasks.components import build_datamodule, build_method, resolve_config
+from graphssl.tasks.train import _classifier_metrics
 from graphssl.utils import seed_everything
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
@@ -49,7 +50,7 @@ def _one_thread() -> Iterator[None]:
 
 def compose_cfg(*overrides: str) -> Any:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        return compose(config_name="train", overrides=list(overrides))
 
 
 def tiny_digits_cfg(model: str, *extra: str) -> Any:
@@ -322,7 +323,7 @@ class _StubImageData:
 def zoo_config() -> Any:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose(
-            config_name="config", overrides=["experiment=model_zoo"], return_hydra_config=True
+            config_name="train", overrides=["experiment=model_zoo"], return_hydra_config=True
         )
 
 

@@ -4,7 +4,7 @@ Reads the runs of an MLflow experiment (or the children of a sweep parent), grou
 configurable keys (default: dataset name and corruption type), and computes, per group, the
 Spearman (and Kendall) correlation across runs between every ``diag/*`` metric and a downstream
 metric (default ``probe/logreg/test_acc``; ``supervised/test_acc`` for a supervised model zoo).
-The tables are shaped like S0's (``metrics-spec.md`` §12.3):
+The tables are shaped like S0's:
 
 * Table 3: rows = metrics, columns = groups, values = ρ per group;
 * Table 4: the unweighted mean of Table 3 over the first group key (the dataset), one row per
@@ -12,7 +12,7 @@ The tables are shaped like S0's (``metrics-spec.md`` §12.3):
 
 Constant inputs (or fewer than 3 runs) give NaN with a note, never an error.
 :func:`correlation_table` works on plain :class:`~graphssl.tracking.artifacts.RunRecord` lists;
-:func:`run_report` is what the CLI calls.
+:func:`run_report` is the task the CLI calls (``graphssl-report``, config ``conf/report.yaml``).
 """
 
 from __future__ import annotations
@@ -30,12 +30,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from graphssl.compare import correlation, metric_safe
+from graphssl.tasks.compare import correlation, metric_safe
 from graphssl.tracking import artifacts
 from graphssl.tracking.artifacts import RunRecord
-from graphssl.tracking.context import tracking_settings
 from graphssl.tracking.mlflow_store import flatten
-from graphssl.tracking.run import RunTracker
+from graphssl.tracking.store import TrackingStore
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -364,13 +363,12 @@ def run_report(cfg: DictConfig) -> Report:
     With ``parent_run_id`` the files go to the parent run under ``report/``; otherwise a new run
     tagged ``graphssl.role=report`` is created in the selected experiment.
     """
-    settings = tracking_settings(cfg)
-    uri = settings["tracking_uri"]
+    store = TrackingStore.from_config(cfg)
     out_dir = Path(str(cfg.get("output_dir") or tempfile.mkdtemp(prefix="graphssl-report-")))
     parent = cfg.get("parent_run_id")
-    experiment = cfg.get("experiment") or (None if parent else str(cfg.logger.experiment_name))
+    experiment = cfg.get("experiment_name") or (None if parent else str(cfg.logger.experiment_name))
     runs = artifacts.select_runs(
-        uri,
+        store,
         experiment=experiment,
         parent_run_id=parent,
         filter_string=cfg.get("filter"),
@@ -378,8 +376,8 @@ def run_report(cfg: DictConfig) -> Report:
     )
     if not runs:
         raise ValueError(
-            f"no runs selected (experiment={experiment!r}, parent_run_id={parent!r},"
-            f" filter={cfg.get('filter')!r}) in {uri}"
+            f"no runs selected (experiment_name={experiment!r}, parent_run_id={parent!r},"
+            f" filter={cfg.get('filter')!r}) in {store.tracking_uri}"
         )
     report = correlation_table(
         runs,
@@ -406,18 +404,16 @@ def run_report(cfg: DictConfig) -> Report:
         "graphssl.report.average_by": str(cfg.get("average_by")),
     }
     if parent:
-        artifacts.log_folder(uri, str(parent), out_dir, "report")
-        artifacts.log_metrics_to(uri, str(parent), metrics)
-        artifacts.set_tags_on(uri, str(parent), tags)
+        artifacts.log_folder(store, str(parent), out_dir, "report")
+        artifacts.log_metrics_to(store, str(parent), metrics)
+        artifacts.set_tags_on(store, str(parent), tags)
         where = f"parent run {parent}, artifacts under report/"
     else:
         assert experiment is not None
-        with RunTracker(
-            uri,
-            experiment,
-            run_name=str(cfg.run_name),
+        with store.start_run(
+            str(cfg.run_name),
+            experiment_name=experiment,
             tags={artifacts.ROLE_TAG: "report", **tags},
-            artifact_location=settings["artifact_location"],
         ) as tracker:
             params = flatten(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
             tracker.log_params({k: v for k, v in params.items() if not k.startswith("paths.")})

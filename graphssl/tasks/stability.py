@@ -5,7 +5,7 @@ or a generated matrix — runs :func:`graphssl.evaluation.stability.stability_st
 Table-1-shaped Markdown table and logs it to a new MLflow run tagged ``graphssl.role=stability``
 (params ``stability.*``; metrics ``stability/<metric>/bounded``, ``stability/<metric>/b_<f>``
 (NaN: never reached) and ``stability/<metric>/q_mean`` with the batch size as step).
-Config: ``conf/experiment/stability.yaml`` (``experiment=stability`` is implied)::
+Config: ``conf/stability.yaml``; :func:`run_stability` is the task the CLI calls::
 
     graphssl-stability                                       # generated 100k x 128 matrix
     graphssl-stability 'stability.sources=[run:<mlflow run id>, path/to/embeddings.pt]'
@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -31,19 +29,20 @@ from graphssl.evaluation.stability import (
     markdown_table,
     stability_study,
 )
+from graphssl.tracking import artifacts
+from graphssl.tracking.embeddings import download_embeddings, load_payload
+from graphssl.tracking.mlflow_store import flatten
+from graphssl.tracking.store import TrackingStore
 
 log = logging.getLogger(__name__)
 
-CONFIG_PATH = str(Path(__file__).resolve().parents[2] / "conf")
 ROLE = "stability"
 
 
 def load_source(
-    spec: str, generated: dict[str, Any], tracking_uri: str, tmp: Path
+    spec: str, generated: dict[str, Any], store: TrackingStore, tmp: Path
 ) -> tuple[str, torch.Tensor]:
     """``"generated"``, ``"run:<id>"`` (an MLflow run's ``embeddings.pt``) or a ``.pt`` path."""
-    from graphssl.compare import load_payload
-
     if spec == "generated":
         z = generated_embeddings(
             int(generated["num_rows"]),
@@ -53,10 +52,8 @@ def load_source(
         )
         return f"generated-{z.shape[0]}x{z.shape[1]}", z
     if spec.startswith("run:"):
-        from graphssl.tracking import artifacts
-
-        record = artifacts.get_run(tracking_uri, spec[4:])
-        path = artifacts.download_embeddings(tracking_uri, record, tmp)
+        record = artifacts.get_run(store, spec[4:])
+        path = download_embeddings(store, record, tmp)
         return f"{record.run_name or 'run'}-{record.run_id[:8]}", load_payload(path, source=spec)[0]
     path = Path(spec)
     if not path.is_file():
@@ -82,28 +79,26 @@ def result_metrics(result: StabilityResult) -> list[tuple[str, float, int]]:
 
 
 def run_stability(cfg: DictConfig) -> StabilityResult:
-    """Load the sources, run the study, print and log the table; returns the result."""
-    from graphssl.tracking.context import tracking_settings
-    from graphssl.tracking.mlflow_store import flatten
-    from graphssl.tracking.run import RunTracker
+    """Load the sources, run the study, print and log the table; returns the result.
 
-    st = cfg.stability
-    settings = tracking_settings(cfg)
-    uri = settings["tracking_uri"]
-    with RunTracker(
-        uri,
-        settings["experiment_name"],
-        run_name=str(st.get("run_name", ROLE)),
-        tags={"graphssl.role": ROLE},
-        artifact_location=settings["artifact_location"],
-    ) as tracker:
+    Raises:
+        ValueError: ``cfg`` has no ``stability`` node (not composed from conf/stability.yaml).
+    """
+    st = cfg.get("stability")
+    if st is None:
+        raise ValueError(
+            "the stability task needs the 'stability' config node; compose conf/stability.yaml "
+            "(the graphssl-stability command does)"
+        )
+    store = TrackingStore.from_config(cfg)
+    with store.start_run(str(st.get("run_name", ROLE)), tags={artifacts.ROLE_TAG: ROLE}) as tracker:
         params = flatten({"stability": OmegaConf.to_container(st, resolve=True)})  # type: ignore[dict-item]
         tracker.log_params(params)
         generated = OmegaConf.to_container(st.generated, resolve=True)
         assert isinstance(generated, dict)
         with tempfile.TemporaryDirectory(prefix="graphssl-stability-") as tmp:
             sources = dict(
-                load_source(str(s), generated, uri, Path(tmp))  # type: ignore[arg-type]
+                load_source(str(s), generated, store, Path(tmp))  # type: ignore[arg-type]
                 for s in st.sources
             )
         tracker.set_tags(
@@ -135,24 +130,4 @@ def run_stability(cfg: DictConfig) -> StabilityResult:
     return result
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="config")
-def _main(cfg: DictConfig) -> None:
-    if cfg.get("stability") is None:
-        raise ValueError(
-            "graphssl-stability needs the 'stability' config node: run it with "
-            "experiment=stability (the default) or an experiment that defines one"
-        )
-    run_stability(cfg)
-
-
-def main() -> None:
-    """Console entry: ``experiment=stability`` unless another experiment is given."""
-    if not any(a.lstrip("+").startswith("experiment=") for a in sys.argv[1:]):
-        sys.argv.insert(1, "experiment=stability")
-    _main()
-
-
-__all__ = ["METRIC_LABELS", "load_source", "main", "result_metrics", "run_stability"]
-
-if __name__ == "__main__":
-    main()
+__all__ = ["METRIC_LABELS", "load_source", "result_metrics", "run_stability"]

@@ -1,13 +1,16 @@
-"""Model selection on a probe's validation score, measured during training.
+"""Model selection on a probe's validation score, measured during training (``eval.select``).
 
 Self-supervised objectives do not say when a representation is best: BGRL's CiteSeer embeddings
 peak after ~25 epochs and then degrade, while GRACE on Cora keeps improving past its paper's 200
-epochs (BENCHMARKS.md). :class:`ProbeSelection` measures a probe's *validation* score every
+epochs. :class:`ProbeSelection` measures a probe's *validation* score every
 ``every`` epochs (and at the last epoch), keeps a copy of the weights of the best measurement,
 optionally stops after ``patience`` measurements without improvement, and hands the best
 weights back at the end, so that an epoch count no longer has to be tuned per dataset. The test
-split is never looked at. Nothing here logs to MLflow or imports :mod:`graphssl.methods`; the
-trainer callback is :class:`graphssl.tracking.selection.SelectionCallback`.
+split is never looked at. :class:`SelectionCallback` runs it in :meth:`Trainer.fit`, logs each
+measurement as ``select/<metric>`` (step = epoch) through a metrics sink, asks the trainer to
+stop when the patience runs out, keeps its state in checkpoints and loads the best weights at
+the end; :func:`probe_selection` builds both from ``conf/callbacks/``. The probe is any object
+with the probes' ``evaluate(z, y, train, val, test)``, passed in by the train task.
 """
 
 from __future__ import annotations
@@ -17,20 +20,52 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
-from graphssl.evaluation.runner import Probe, SplitLike, run_probes
-from graphssl.training.checkpoint import capture_rng, restore_rng
+from graphssl.training.callbacks.base import MetricSink
+from graphssl.training.trainer import Callback, EpochResult, FitResult, Trainer
+from graphssl.utils import capture_rng, restore_rng
 
-__all__ = ["ProbeSelection", "SelectionStep", "shares_test_rows"]
+__all__ = [
+    "CHECKPOINT_KEY",
+    "ProbeSelection",
+    "SelectionCallback",
+    "SelectionStep",
+    "probe_selection",
+    "shares_test_rows",
+]
 
 log = logging.getLogger(__name__)
 
 #: ``embed(model) -> (N, D)``: the embeddings to probe (eval mode, no gradients).
 EmbedFn = Callable[[nn.Module], Tensor]
+
+#: Key of the selection's state in a checkpoint.
+CHECKPOINT_KEY = "selection"
+
+
+class Probe(Protocol):
+    def evaluate(
+        self,
+        embeddings: Tensor,
+        labels: Tensor | None,
+        train_mask: Tensor,
+        val_mask: Tensor,
+        test_mask: Tensor,
+    ) -> Mapping[str, Any]: ...
+
+
+class SplitLike(Protocol):
+    @property
+    def train(self) -> Tensor: ...
+    @property
+    def val(self) -> Tensor: ...
+    @property
+    def test(self) -> Tensor: ...
 
 
 def shares_test_rows(splits: Sequence[SplitLike]) -> bool:
@@ -56,7 +91,7 @@ class ProbeSelection:
     """Keeps the weights whose embeddings score best on the validation split.
 
     The score is ``<metric>`` of ``probe`` on the splits (their mean when there are several,
-    e.g. k folds), as :func:`~graphssl.evaluation.runner.run_probes` reports it. With k folds
+    e.g. k folds), as the run's final probes report it. With k folds
     one epoch is chosen for all of them, and a fold's test rows are the other folds' train and
     validation rows, so the choice is not independent of the test labels (a warning says so);
     an unbiased k-fold estimate needs a fixed epoch count. Measuring runs
@@ -145,17 +180,18 @@ class ProbeSelection:
         try:
             with torch.no_grad():
                 z = self.embed(model).detach().cpu()
-            out = run_probes(z, self.labels, self.splits, {"select": self.probe})
+            results = [
+                self.probe.evaluate(z, self.labels, s.train, s.val, s.test) for s in self.splits
+            ]
         finally:
             restore_rng(rng)
             self.seconds += time.perf_counter() - t0
-        key = f"probe/select/{self.metric}"
-        if key not in out:
-            got = sorted(k.split("/", 2)[-1] for k in out)
+        if any(self.metric not in r for r in results):
+            got = sorted(k for k, v in results[0].items() if isinstance(v, (int, float, bool)))
             raise ValueError(
                 f"eval.select.metric={self.metric!r} is not among the probe's outputs {got}"
             )
-        return float(out[key])
+        return float(np.mean([float(r[self.metric]) for r in results]))
 
     def _better(self, score: float) -> bool:
         if not math.isfinite(score):
@@ -207,3 +243,93 @@ class ProbeSelection:
         self.best_state = state["best_state"]
         self.bad_measurements = int(state["bad_measurements"])
         self.history = [(int(e), float(s)) for e, s in state["history"]]
+
+
+class SelectionCallback(Callback):
+    """Runs :class:`ProbeSelection` during :meth:`Trainer.fit` and restores its best weights.
+
+    Args:
+        selection: what to measure, when, and the patience.
+        sink: where ``select/<metric>`` goes; ``None`` logs nothing (e.g. in scripts).
+    """
+
+    def __init__(self, selection: ProbeSelection, sink: MetricSink | None = None) -> None:
+        self.selection = selection
+        self.sink = sink
+
+    def on_epoch_end(self, trainer: Trainer, method: Any, result: EpochResult) -> None:
+        sel = self.selection
+        step = sel.step(method, result.epoch, trainer.epochs - 1)
+        if step is None:
+            return
+        if self.sink is not None:
+            self.sink.log_metrics({f"select/{sel.metric}": step.score}, step=step.epoch)
+        log.info(
+            "epoch %d: %s %.4f (best %.4f at epoch %d)",
+            step.epoch,
+            sel.metric,
+            step.score,
+            sel.best_score,
+            sel.best_epoch,
+        )
+        if sel.should_stop:
+            log.info(
+                "no %s improvement in %d measurements; stopping", sel.metric, sel.bad_measurements
+            )
+            trainer.should_stop = True
+
+    def on_checkpoint(self, trainer: Trainer, method: Any, epoch: int) -> None:
+        trainer.checkpoint_extra[CHECKPOINT_KEY] = self.selection.state_dict()
+
+    def on_resume(self, trainer: Trainer, method: Any, state: dict[str, Any]) -> None:
+        if CHECKPOINT_KEY in state:
+            self.selection.load_state_dict(state[CHECKPOINT_KEY])
+
+    def on_fit_end(self, trainer: Trainer, method: Any, result: FitResult) -> None:
+        sel = self.selection
+        if not sel.restore_best(method):
+            return
+        log.info(
+            "selected the weights of epoch %d (%s %.4f)", sel.best_epoch, sel.metric, sel.best_score
+        )
+
+    def summary(self) -> dict[str, float]:
+        """The selected epoch and its score (empty when nothing was measured)."""
+        sel = self.selection
+        if sel.best_state is None:
+            return {}
+        return {
+            "select/best_epoch": float(sel.best_epoch),
+            f"select/best_{sel.metric}": sel.best_score,
+            "select/measurements": float(len(sel.history)),
+            "time/select_seconds": sel.seconds,
+        }
+
+
+def probe_selection(
+    *,
+    embed: EmbedFn,
+    probe: Probe,
+    labels: Tensor,
+    splits: Sequence[SplitLike],
+    every: int,
+    metric: str = "val_acc",
+    mode: str = "max",
+    patience: int | None = None,
+    min_delta: float = 0.0,
+    sink: MetricSink | None = None,
+) -> SelectionCallback:
+    """The ``selection`` entry of ``conf/callbacks/``: a :class:`SelectionCallback` on a new
+    :class:`ProbeSelection` (arguments as there)."""
+    selection = ProbeSelection(
+        embed,
+        probe,
+        labels,
+        splits,
+        every=every,
+        metric=metric,
+        mode=mode,
+        patience=patience,
+        min_delta=float(min_delta),
+    )
+    return SelectionCallback(selection, sink)

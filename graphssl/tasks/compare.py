@@ -10,7 +10,8 @@ the runs carry a downstream metric (default ``probe/logreg/test_acc``), the Spea
 correlations between each ranking and that metric are reported. Everything is logged to a new
 MLflow run tagged ``graphssl.role=compare``.
 
-:func:`run_compare` is what the CLI calls; :func:`compare_embeddings` is the tensor-level core.
+:func:`run_compare` is the task the CLI calls (``graphssl-compare``, config ``conf/compare.yaml``);
+:func:`compare_embeddings` is the tensor-level core.
 """
 
 from __future__ import annotations
@@ -40,10 +41,9 @@ from graphssl.evaluation.emir import (
     predictiveness_graph,
 )
 from graphssl.tracking import artifacts
-from graphssl.tracking.context import tracking_settings
+from graphssl.tracking.embeddings import download_embeddings, load_payload
 from graphssl.tracking.mlflow_store import flatten
-from graphssl.tracking.run import RunTracker
-from graphssl.utils import tensor_hash
+from graphssl.tracking.store import TrackingStore
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -86,46 +86,6 @@ class Embedder:
     source: str
     run_id: str | None = None
     downstream: float | None = None
-
-
-def load_payload(path: str | Path, *, source: str | None = None) -> tuple[Tensor, Tensor]:
-    """Read an ``embeddings.pt`` payload (``dict(embeddings, ids, labels, sha256)``).
-
-    Returns:
-        ``(embeddings [N, D], ids [N])``; ``ids`` defaults to ``arange(N)`` when absent.
-
-    Raises:
-        ValueError: not a graphssl payload, ids of the wrong length, or a content hash that does
-            not match the embeddings.
-    """
-    where = source or str(path)
-    payload = torch.load(path, map_location="cpu", weights_only=True)
-    if isinstance(payload, Tensor):
-        payload = {"embeddings": payload}
-    if not isinstance(payload, Mapping) or "embeddings" not in payload:
-        raise ValueError(
-            f"{where}: expected a dict with 'embeddings' [N, D] (and 'ids' [N]), as graphssl "
-            f"runs log in embeddings.pt; got {type(payload).__name__}"
-        )
-    z = payload["embeddings"]
-    if not isinstance(z, Tensor) or z.ndim != 2:
-        shape = tuple(z.shape) if isinstance(z, Tensor) else type(z).__name__
-        raise ValueError(f"{where}: 'embeddings' must be a 2-D tensor [N, D], got {shape}")
-    expected = payload.get("sha256")
-    if expected and tensor_hash(z) != expected:
-        raise ValueError(f"{where}: embeddings do not match their sha256 (corrupted download?)")
-    ids = payload.get("ids")
-    ids = torch.arange(z.shape[0]) if ids is None else torch.as_tensor(ids).reshape(-1).long()
-    if ids.shape[0] != z.shape[0]:
-        raise ValueError(
-            f"{where}: {ids.shape[0]} ids for {z.shape[0]} embedding rows; expected one id per row"
-        )
-    if torch.unique(ids).numel() != ids.numel():
-        raise ValueError(
-            f"{where}: ids contain {ids.numel() - torch.unique(ids).numel()} "
-            "duplicates; expected one row per input"
-        )
-    return z, ids
 
 
 def align_embedders(embedders: Sequence[Embedder]) -> dict[str, Tensor]:
@@ -285,11 +245,12 @@ def compare_embeddings(
     seed: int = 0,
     progress: bool = True,
 ) -> CompareResult:
-    """EMIR comparison of aligned embedders (spec ``metrics-spec.md`` §10.7-10.9).
+    """EMIR comparison of aligned embedders: information sufficiency, predictiveness graph and
+    communities, cross-encoder baseline.
 
     Args:
         embeddings: ``{name: [N, d_name]}``, rows aligned (same input in the same row).
-        emir: estimator settings (default: :class:`EMIRConfig` ``()``, the spec defaults).
+        emir: estimator settings (default: :class:`EMIRConfig` ``()``, the estimator's defaults).
         downstream: ``{name: accuracy}`` to correlate the rankings with (optional).
         cross_encoder: keyword arguments of :func:`pairwise_cross_encoder_l2` plus
             ``enabled`` (default: enabled with its defaults).
@@ -412,7 +373,7 @@ def heatmap_figure(names: list[str], matrix: np.ndarray, title: str) -> Figure:
 
 def graph_figure(result: CompareResult, seed: int = 0) -> Figure:
     """Predictiveness graph: node colour = informativeness, node ring = community,
-    edge width = weight (spec §10.8)."""
+    edge width = weight."""
     import networkx as nx
 
     from graphssl.evaluation.plots import _figure
@@ -528,12 +489,12 @@ def emir_config(cfg: DictConfig | Mapping[str, Any]) -> EMIRConfig:
 
 
 def _load_embedders(
-    cfg: DictConfig, tracking_uri: str, tmp: Path
+    cfg: DictConfig, store: TrackingStore, tmp: Path
 ) -> tuple[list[Embedder], list[artifacts.RunRecord]]:
     files = [str(p) for p in (cfg.get("embedding_files") or [])]
     run_ids = [str(r) for r in (cfg.get("run_ids") or [])]
     selectors = {
-        "experiment": cfg.get("experiment"),
+        "experiment_name": cfg.get("experiment_name"),
         "parent_run_id": cfg.get("parent_run_id"),
         "run_ids": run_ids,
     }
@@ -541,28 +502,28 @@ def _load_embedders(
     records: list[artifacts.RunRecord] = []
     if any(selectors.values()):
         records = artifacts.select_runs(
-            tracking_uri,
-            experiment=cfg.get("experiment"),
+            store,
+            experiment=cfg.get("experiment_name"),
             parent_run_id=cfg.get("parent_run_id"),
             run_ids=run_ids,
             filter_string=cfg.get("filter"),
         )
         if not records:
             raise ValueError(
-                f"no runs selected (experiment={cfg.get('experiment')!r}, "
+                f"no runs selected (experiment_name={cfg.get('experiment_name')!r}, "
                 f"parent_run_id={cfg.get('parent_run_id')!r}, filter={cfg.get('filter')!r} in "
-                f"{tracking_uri}); expected FINISHED graphssl runs with embeddings.pt"
+                f"{store.tracking_uri}); expected FINISHED graphssl runs with embeddings.pt"
             )
         downstream = str(cfg.downstream)
         for name, rec in zip(_unique_names(records), records):
-            path = artifacts.download_embeddings(tracking_uri, rec, tmp)
+            path = download_embeddings(store, rec, tmp)
             z, ids = load_payload(path, source=f"run {rec.run_id}")
             embedders.append(
                 Embedder(name, z, ids, f"run {rec.run_id}", rec.run_id, rec.metrics.get(downstream))
             )
     elif not files:
         raise ValueError(
-            "no runs selected: give experiment=<name>, parent_run_id=<id>, "
+            "no runs selected: give experiment_name=<name>, parent_run_id=<id>, "
             "run_ids=[...] or embedding_files=[...]"
         )
     stems = [
@@ -577,16 +538,17 @@ def _load_embedders(
     return embedders, records
 
 
-def _output_experiment(cfg: DictConfig, tracking_uri: str) -> str:
+def _output_experiment(cfg: DictConfig, store: TrackingStore) -> str:
     """The experiment the compare run goes to: the inputs' one when it can be found (named
     experiment, the parent's, the first run id's), else ``logger.experiment_name``."""
-    if cfg.get("experiment") and artifacts.experiment_id_of(tracking_uri, str(cfg.experiment)):
-        return str(cfg.experiment)
+    name = cfg.get("experiment_name")
+    if name and artifacts.experiment_id_of(store, str(name)):
+        return str(name)
     anchor = cfg.get("parent_run_id") or next(iter(cfg.get("run_ids") or []), None)
     if anchor:
         try:
-            run = artifacts.get_run(tracking_uri, str(anchor))
-            return artifacts.experiment_name_of(tracking_uri, run.experiment_id)
+            run = artifacts.get_run(store, str(anchor))
+            return artifacts.experiment_name_of(store, run.experiment_id)
         except LookupError:
             pass  # selection fails below, inside the compare run, with the full message
     return str(cfg.logger.experiment_name)
@@ -598,24 +560,23 @@ def run_compare(cfg: DictConfig) -> CompareResult:
     The compare run is created first, so every failure (no runs, a run without embeddings,
     a row mismatch, fewer than 2 embedders) ends it ``FAILED`` with the error as its tag.
     """
-    settings = tracking_settings(cfg)
-    uri = settings["tracking_uri"]
+    store = TrackingStore.from_config(cfg)
     out_dir = Path(str(cfg.get("output_dir") or tempfile.mkdtemp(prefix="graphssl-compare-")))
     tags = {artifacts.ROLE_TAG: "compare"}
-    for key in ("experiment", "parent_run_id", "filter"):
+    for key, tag in (
+        ("experiment_name", "experiment"),
+        ("parent_run_id", "parent_run_id"),
+        ("filter", "filter"),
+    ):
         if cfg.get(key):
-            tags[f"graphssl.compare.{key}"] = str(cfg.get(key))
-    with RunTracker(
-        uri,
-        _output_experiment(cfg, uri),
-        run_name=str(cfg.run_name),
-        tags=tags,
-        artifact_location=settings["artifact_location"],
+            tags[f"graphssl.compare.{tag}"] = str(cfg.get(key))
+    with store.start_run(
+        str(cfg.run_name), experiment_name=_output_experiment(cfg, store), tags=tags
     ) as tracker:
         params = flatten(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
         tracker.log_params({k: v for k, v in params.items() if not k.startswith("paths.")})
         with tempfile.TemporaryDirectory(prefix="graphssl-compare-dl-") as tmp:
-            embedders, records = _load_embedders(cfg, uri, Path(tmp))
+            embedders, records = _load_embedders(cfg, store, Path(tmp))
         tracker.set_tags(
             {
                 "graphssl.compare.input_run_ids": ",".join(r.run_id for r in records)[:5000],

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from graphssl.compare import correlation
-from graphssl.report import correlation_table, markdown_table
+from graphssl.tasks.compare import correlation
+from graphssl.tasks.report import correlation_table, markdown_table
 from graphssl.tracking.artifacts import RunRecord
 
 
@@ -20,7 +20,7 @@ def _run(i: int, acc: float, params: dict[str, str] | None = None, **diags: floa
 
 def test_correlation_matches_scipy_docs_example() -> None:
     rho, tau, n, note = correlation([1, 2, 3, 4, 5], [5, 6, 7, 8, 7])
-    assert rho == pytest.approx(0.820783, abs=1e-6)  # metrics-spec §11.4
+    assert rho == pytest.approx(0.820783, abs=1e-6)  # scipy's value for these pairs
     assert n == 5 and note == "" and -1 <= tau <= 1
 
 

@@ -1,34 +1,51 @@
 """Embedding diagnostics during training, on a fixed seeded subset of rows, with a collapse alarm.
 
-The pure logic behind :class:`graphssl.tracking.monitor.DiagnosticsCallback`: which epochs are
-measured, which rows (drawn once with a seeded ``torch.Generator``), what
-:func:`~graphssl.evaluation.diagnostics.embedding_diagnostics` says about them, and whether the
-embeddings look collapsed. RankMe (Garrido et al., ICML 2023, https://arxiv.org/abs/2210.02885)
-normalised by ``min(n, d)`` near 0, or a stable rank near 1, means the embeddings occupy (almost)
-one direction. Nothing here logs to MLflow or imports :mod:`graphssl.methods`.
+:class:`DiagnosticsMonitor` decides which epochs are measured, which rows (drawn once with a
+seeded ``torch.Generator``), runs the diagnostics function it is given (the train task passes
+:func:`graphssl.evaluation.diagnostics.embedding_diagnostics` from ``conf/callbacks/``) and
+checks whether the embeddings look collapsed. RankMe (Garrido et al., ICML 2023,
+https://arxiv.org/abs/2210.02885) normalised by ``min(n, d)`` near 0, or a stable rank near 1,
+means the embeddings occupy (almost) one direction. :class:`DiagnosticsCallback` logs what it
+measures as ``diag/<name>`` (step = epoch) through a metrics sink and raises the collapse alarm:
+a warning and the tag ``graphssl.collapse_alarm`` = ``"epoch N: rankme*=…, stable_rank=…"``,
+set once per run.
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from graphssl.evaluation.diagnostics import embedding_diagnostics
+from graphssl.training.callbacks.base import MetricSink
+from graphssl.training.trainer import Callback, EpochResult, Trainer
+from graphssl.utils import capture_rng, restore_rng
 
 __all__ = [
+    "COLLAPSE_TAG",
     "CollapseThresholds",
+    "DiagnosticsCallback",
     "DiagnosticsMonitor",
     "MonitorResult",
     "collapse_message",
+    "diagnostics_monitor",
     "select_subset",
 ]
 
+log = logging.getLogger(__name__)
+
 #: ``embed(model) -> (N, D)``: the embeddings to measure (eval mode, no gradients).
 EmbedFn = Callable[[nn.Module], Tensor]
+#: ``diagnose(z, reference=...) -> {name: value}``: the diagnostics suite.
+DiagnoseFn = Callable[..., Mapping[str, float]]
+
+#: Tag holding the first collapse alarm of a run.
+COLLAPSE_TAG = "graphssl.collapse_alarm"
 
 
 def select_subset(num_rows: int, size: int | None, seed: int) -> Tensor:
@@ -95,17 +112,21 @@ class DiagnosticsMonitor:
 
     Args:
         embed: ``embed(model) -> (N, D)`` embeddings, computed in eval mode under
-            ``torch.no_grad()`` (e.g. :func:`~graphssl.evaluation.extraction.extract_embeddings`).
+            ``torch.no_grad()`` (the train task passes the run's configured extraction).
+        diagnose: ``diagnose(z, reference=...) -> {name: value}``, the diagnostics suite
+            (:func:`~graphssl.evaluation.diagnostics.embedding_diagnostics`); it must report
+            ``rankme_normalized`` and ``stable_rank`` for the collapse check.
         every: measure at epochs ``0, every, 2·every, …``; ``None`` never (default: ``None``).
         subset: rows measured, drawn once from ``seed``; ``None`` all rows (default: ``2048``).
         seed: seed of the subset (default: ``0``).
         thresholds: collapse thresholds (default: :class:`CollapseThresholds`).
-        reference: the S0 authors' reference formulas (metrics-spec §9) (default: ``False``).
+        reference: the S0 authors' reference formulas (default: ``False``).
     """
 
     def __init__(
         self,
         embed: EmbedFn,
+        diagnose: DiagnoseFn,
         every: int | None = None,
         subset: int | None = 2048,
         seed: int = 0,
@@ -117,6 +138,7 @@ class DiagnosticsMonitor:
         if subset is not None and subset < 1:
             raise ValueError(f"eval.diag_subset must be >= 1 or null, got {subset}")
         self.embed = embed
+        self.diagnose = diagnose
         self.every = every
         self.subset = subset
         self.seed = int(seed)
@@ -135,9 +157,14 @@ class DiagnosticsMonitor:
         return self._rows
 
     def measure(self, model: nn.Module, epoch: int) -> MonitorResult:
-        """Diagnostics of ``embed(model)`` on the subset, and the collapse check."""
-        with torch.no_grad():
-            z = self.embed(model).detach()
+        """Diagnostics of ``embed(model)`` on the subset, and the collapse check; leaves the
+        global generators untouched."""
+        rng = capture_rng()  # a sampled extraction must not shift the training's generators
+        try:
+            with torch.no_grad():
+                z = self.embed(model).detach()
+        finally:
+            restore_rng(rng)
         if z.ndim != 2:
             raise ValueError(
                 f"embed(model) must return an (N, D) matrix, got shape {tuple(z.shape)}"
@@ -145,7 +172,7 @@ class DiagnosticsMonitor:
         z = z.cpu()[self.rows(z.shape[0])]
         finite = torch.isfinite(z).all(dim=1)
         if bool(finite.any()):
-            diag = embedding_diagnostics(z[finite], reference=self.reference)
+            diag = dict(self.diagnose(z[finite], reference=self.reference))
         else:  # nothing measurable: report NaN, which the collapse check treats as collapse
             diag = {"rankme_normalized": math.nan, "stable_rank": math.nan}
         if not bool(finite.all()):  # only then, so reports do not see a constant column
@@ -155,3 +182,61 @@ class DiagnosticsMonitor:
     def step(self, model: nn.Module, epoch: int) -> MonitorResult | None:
         """:meth:`measure` when ``epoch`` is due, else ``None``."""
         return self.measure(model, epoch) if self.due(epoch) else None
+
+
+class DiagnosticsCallback(Callback):
+    """Logs ``diag/<name>`` at the epochs :meth:`DiagnosticsMonitor.due` selects.
+
+    Args:
+        monitor: what to measure and when.
+        sink: where the metrics and the alarm tag go.
+    """
+
+    def __init__(self, monitor: DiagnosticsMonitor, sink: MetricSink) -> None:
+        self.monitor = monitor
+        self.sink = sink
+        self.alarm: str | None = None
+
+    def on_epoch_end(self, trainer: Trainer, method: Any, result: EpochResult) -> None:
+        res = self.monitor.step(method, result.epoch)
+        if res is None:
+            return
+        self.sink.log_metrics(
+            {f"diag/{k}": v for k, v in res.diagnostics.items()}, step=result.epoch
+        )
+        if res.alarm is not None and self.alarm is None:
+            self.alarm = res.alarm
+            log.warning(
+                "embedding collapse suspected at %s (thresholds: %s)",
+                res.alarm,
+                self.monitor.thresholds,
+            )
+            self.sink.set_tags({COLLAPSE_TAG: res.alarm})
+
+
+def diagnostics_monitor(
+    *,
+    embed: EmbedFn,
+    diagnose: DiagnoseFn,
+    sink: MetricSink,
+    every: int | None,
+    subset: int | None = 2048,
+    seed: int = 0,
+    thresholds: Mapping[str, float | None] | CollapseThresholds | None = None,
+    reference: bool = False,
+) -> DiagnosticsCallback:
+    """The ``monitor`` entry of ``conf/callbacks/``: a :class:`DiagnosticsCallback` on a new
+    :class:`DiagnosticsMonitor` (arguments as there; ``thresholds`` may be a mapping of
+    :class:`CollapseThresholds` fields, as ``eval.collapse``)."""
+    if thresholds is not None and not isinstance(thresholds, CollapseThresholds):
+        thresholds = CollapseThresholds(**{str(k): v for k, v in dict(thresholds).items()})
+    monitor = DiagnosticsMonitor(
+        embed,
+        diagnose,
+        every=every,
+        subset=subset,
+        seed=int(seed),
+        thresholds=thresholds,
+        reference=bool(reference),
+    )
+    return DiagnosticsCallback(monitor, sink)

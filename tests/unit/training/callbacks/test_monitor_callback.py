@@ -1,4 +1,4 @@
-"""The diagnostics callback: ``diag/*`` at the scheduled epochs, one collapse tag (issue 7)."""
+"""The diagnostics callback: ``diag/*`` at the scheduled epochs, one collapse tag."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from graphssl.evaluation.monitor import DiagnosticsMonitor
-from graphssl.tracking.monitor import COLLAPSE_TAG, DiagnosticsCallback
+from graphssl.evaluation.diagnostics import embedding_diagnostics
+from graphssl.training.callbacks.monitor import (
+    COLLAPSE_TAG,
+    DiagnosticsCallback,
+    DiagnosticsMonitor,
+)
 from graphssl.training.trainer import EpochResult
 
 
@@ -55,7 +59,9 @@ def collapsed() -> Tensor:
 
 def test_logs_diag_metrics_every_k_epochs() -> None:
     tracker = FakeTracker()
-    cb = DiagnosticsCallback(DiagnosticsMonitor(embed, every=3, subset=64), tracker)  # type: ignore[arg-type]
+    cb = DiagnosticsCallback(
+        DiagnosticsMonitor(embed, embedding_diagnostics, every=3, subset=64), tracker
+    )  # type: ignore[arg-type]
     _epochs(cb, Table(healthy()), 8)
     assert [step for _, step in tracker.metrics] == [0, 3, 6]
     keys = set(tracker.metrics[0][0])
@@ -71,14 +77,14 @@ def test_logs_diag_metrics_every_k_epochs() -> None:
 
 def test_off_when_every_is_none() -> None:
     tracker = FakeTracker()
-    cb = DiagnosticsCallback(DiagnosticsMonitor(embed, every=None), tracker)  # type: ignore[arg-type]
+    cb = DiagnosticsCallback(DiagnosticsMonitor(embed, embedding_diagnostics, every=None), tracker)  # type: ignore[arg-type]
     _epochs(cb, Table(healthy()), 4)
     assert tracker.metrics == []
 
 
 def test_collapse_alarm_tag_is_set_once() -> None:
     tracker = FakeTracker()
-    cb = DiagnosticsCallback(DiagnosticsMonitor(embed, every=1), tracker)  # type: ignore[arg-type]
+    cb = DiagnosticsCallback(DiagnosticsMonitor(embed, embedding_diagnostics, every=1), tracker)  # type: ignore[arg-type]
     _epochs(cb, Table(collapsed()), 3)
     assert len(tracker.metrics) == 3
     assert len(tracker.tags) == 1
@@ -90,7 +96,7 @@ def test_alarm_reaches_mlflow(outputs_dir: Path) -> None:
 
     uri = f"sqlite:///{outputs_dir / 'mlflow.db'}"
     with RunTracker(uri, "monitor-test", run_name="collapse") as tracker:
-        cb = DiagnosticsCallback(DiagnosticsMonitor(embed, every=2), tracker)
+        cb = DiagnosticsCallback(DiagnosticsMonitor(embed, embedding_diagnostics, every=2), tracker)
         _epochs(cb, Table(collapsed()), 5)
     run = tracker.client.get_run(tracker.run_id)
     assert run.data.tags[COLLAPSE_TAG].startswith("epoch 0:")

@@ -1,4 +1,4 @@
-"""Diagnostics during training: subset selection, schedule, collapse check (issue 7)."""
+"""Diagnostics during training: subset selection, schedule, collapse check."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from graphssl.evaluation.monitor import (
+from graphssl.evaluation.diagnostics import embedding_diagnostics
+from graphssl.training.callbacks.monitor import (
     CollapseThresholds,
     DiagnosticsMonitor,
     collapse_message,
@@ -55,25 +56,24 @@ def test_select_subset_is_seeded_sorted_and_capped() -> None:
 
 @pytest.mark.parametrize(("every", "expected"), [(1, list(range(7))), (3, [0, 3, 6]), (None, [])])
 def test_due_epochs(every: int | None, expected: list[int]) -> None:
-    mon = DiagnosticsMonitor(embed, every=every)
+    mon = DiagnosticsMonitor(embed, embedding_diagnostics, every=every)
     assert [e for e in range(7) if mon.due(e)] == expected
 
 
 def test_measure_uses_fixed_subset_under_no_grad() -> None:
     z = torch.randn(300, 16, generator=torch.Generator().manual_seed(0))
     model = Table(z)
-    mon = DiagnosticsMonitor(embed, every=1, subset=100, seed=0)
+    mon = DiagnosticsMonitor(embed, embedding_diagnostics, every=1, subset=100, seed=0)
     r1, r2 = mon.measure(model, 0), mon.measure(model, 1)
     assert r1.diagnostics == r2.diagnostics and r1.alarm is None
     assert all(not grad for _, grad in model.seen)
-    from graphssl.evaluation.diagnostics import embedding_diagnostics
 
     ref = embedding_diagnostics(z.detach()[select_subset(300, 100, 0)])
     assert r1.diagnostics["rankme"] == pytest.approx(ref["rankme"])
 
 
 def test_collapsed_embeddings_fire_the_alarm() -> None:
-    mon = DiagnosticsMonitor(embed, every=1, subset=256)
+    mon = DiagnosticsMonitor(embed, embedding_diagnostics, every=1, subset=256)
     res = mon.measure(Table(collapsed()), 4)
     assert res.diagnostics["stable_rank"] < 1.5
     assert res.alarm is not None and res.alarm.startswith("epoch 4: rankme*=")
@@ -91,6 +91,6 @@ def test_collapse_message_thresholds() -> None:
 
 
 def test_nonfinite_embeddings_count_as_collapse() -> None:
-    mon = DiagnosticsMonitor(embed, every=1)
+    mon = DiagnosticsMonitor(embed, embedding_diagnostics, every=1)
     res = mon.measure(Table(torch.full((20, 4), math.nan)), 0)
     assert res.alarm is not None and res.diagnostics["nonfinite_rows"] == 20

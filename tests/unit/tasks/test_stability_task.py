@@ -8,8 +8,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from graphssl.pipeline import resolve_config
-from graphssl.studies.stability import CONFIG_PATH, run_stability
+from graphssl.cli import CONFIG_PATH
+from graphssl.tasks.components import resolve_config
+from graphssl.tasks.stability import run_stability
 
 
 def test_stability_run_is_logged(outputs_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -19,9 +20,8 @@ def test_stability_run_is_logged(outputs_dir: Path, tmp_path: Path, capsys) -> N
     )
     with initialize_config_dir(config_dir=CONFIG_PATH, version_base="1.3"):
         cfg = compose(
-            "config",
+            "stability",
             overrides=[
-                "experiment=stability",
                 f"paths.outputs_dir={outputs_dir}",
                 "stability.generated.num_rows=500",
                 "stability.generated.dim=16",

@@ -12,14 +12,13 @@ from hydra import compose, initialize_config_dir
 
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.linear_probe import LogRegEvaluator
-from graphssl.evaluation.selection import ProbeSelection
-from graphssl.pipeline import build_datamodule, build_method, resolve_config
-from graphssl.tracking.selection import CHECKPOINT_KEY, SelectionCallback
+from graphssl.tasks.components import build_datamodule, build_method, resolve_config
+from graphssl.training.callbacks.selection import CHECKPOINT_KEY, ProbeSelection, SelectionCallback
 from graphssl.training.checkpoint import load_checkpoint
 from graphssl.training.trainer import Callback, Trainer
 from graphssl.utils import seed_everything
 
-CONF = Path(__file__).resolve().parents[3] / "conf"
+CONF = Path(__file__).resolve().parents[4] / "conf"
 
 
 class FakeTracker:
@@ -33,7 +32,7 @@ class FakeTracker:
 def setup(epochs: int = 8) -> tuple[Any, Any]:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(
-            config_name="config",
+            config_name="train",
             overrides=[
                 "dataset=sbm",  # hard enough that validation accuracy moves between epochs
                 "dataset.num_blocks=4",
@@ -80,7 +79,7 @@ def test_same_trajectory_and_the_best_weights_are_restored() -> None:
     for k, v in method.state_dict().items():
         assert torch.equal(v, sel.best_state[k]), k
     assert sel.measure(method) == pytest.approx(sel.best_score)
-    tracker = cb.tracker
+    tracker = cb.sink
     assert [step for m, step in tracker.metrics] == [1, 3, 5, 7]  # type: ignore[union-attr]
     summary = cb.summary()
     assert summary["select/best_epoch"] == sel.best_epoch

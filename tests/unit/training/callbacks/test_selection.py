@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from graphssl.data.base import Split
 from graphssl.evaluation.knn import KNNEvaluator
-from graphssl.evaluation.selection import ProbeSelection
+from graphssl.training.callbacks.selection import ProbeSelection
 from graphssl.training.checkpoint import load_checkpoint, save_checkpoint
 
 N, C = 240, 3
@@ -153,11 +153,11 @@ def test_k_folds_warn_that_the_choice_sees_every_label(caplog) -> None:
         for f in [torch.arange(N).view(4, -1)]
         for k in range(4)
     ]
-    with caplog.at_level("WARNING", logger="graphssl.evaluation.selection"):
+    with caplog.at_level("WARNING", logger="graphssl.training.callbacks.selection"):
         ProbeSelection(embed, KNNEvaluator(k=5), labels(), folds, every=1)
     assert "k-fold test accuracy is optimistic" in caplog.text
     caplog.clear()
-    with caplog.at_level("WARNING", logger="graphssl.evaluation.selection"):
+    with caplog.at_level("WARNING", logger="graphssl.training.callbacks.selection"):
         ProbeSelection(embed, KNNEvaluator(k=5), labels(), [split(), split()], every=1)
     assert caplog.text == ""  # the same split twice: no test row is fitted on
 

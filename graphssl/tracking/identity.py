@@ -1,0 +1,78 @@
+"""Run identity and the resume policy: which stored run a configuration continues, if any.
+
+A run's identity is the hash of its resolved config (:func:`config_hash`, tag
+``graphssl.config_hash``). Starting a configuration closes the stale runs of the same hash
+(their process is gone, :mod:`graphssl.tracking.stale`); with ``resume=true`` it continues the
+interrupted run from its checkpoint (:func:`checkpoint_path`) into the same MLflow run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from graphssl.tracking.mlflow_store import flatten
+from graphssl.tracking.stale import is_stale, mark_stale_killed, runs_of_config
+from graphssl.training.checkpoint import load_checkpoint
+
+if TYPE_CHECKING:
+    from graphssl.tracking.store import TrackingStore
+
+__all__ = ["IGNORED_KEYS", "checkpoint_path", "config_hash", "resume_target"]
+
+log = logging.getLogger(__name__)
+
+#: keys that do not make a different run: the resume switch and display-only settings
+IGNORED_KEYS = frozenset({"resume", "trainer.progress", "logger.run_name"})
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """A short hash of the resolved config that identifies "the same run" across restarts
+    (:data:`IGNORED_KEYS` excluded)."""
+    flat = {
+        k: v
+        for k, v in flatten(OmegaConf.to_container(cfg, resolve=True)).items()  # type: ignore[arg-type]
+        if k not in IGNORED_KEYS
+    }
+    return hashlib.sha256(json.dumps(flat, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def checkpoint_path(cfg: DictConfig, chash: str) -> Path:
+    """Where the run of config hash ``chash`` keeps its last checkpoint."""
+    return Path(str(cfg.paths.outputs_dir)).absolute() / "checkpoints" / chash / "last.pt"
+
+
+def resume_target(
+    store: TrackingStore, cfg: DictConfig, chash: str
+) -> tuple[str | None, dict[str, Any] | None]:
+    """Close stale runs of this configuration; with ``resume=true`` return the run id and
+    checkpoint to continue from (``(None, None)``: start a new run)."""
+    client = store.client
+    runs = runs_of_config(client, store.experiment_id(), chash)
+    state = None
+    ckpt = checkpoint_path(cfg, chash)
+    if cfg.get("resume", False) and ckpt.is_file():
+        state = load_checkpoint(ckpt, chash)
+    run_id = state.get("mlflow_run_id") if state else None
+    known = {r.info.run_id: r for r in runs}
+    if run_id is not None and (
+        run_id not in known
+        or known[run_id].info.status == "FINISHED"
+        or not (is_stale(known[run_id]) or known[run_id].info.status in ("KILLED", "FAILED"))
+    ):
+        log.warning(
+            "checkpoint %s belongs to run %s, which cannot be resumed (finished, live "
+            "or missing); starting a new run",
+            ckpt,
+            run_id,
+        )
+        run_id, state = None, None
+    mark_stale_killed(client, runs, keep=run_id)
+    if cfg.get("resume", False) and state is None:
+        log.warning("resume=true but no resumable checkpoint at %s; starting from scratch", ckpt)
+    return run_id, state

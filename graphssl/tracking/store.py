@@ -1,0 +1,92 @@
+"""One MLflow store for one task: its URI, experiment and the one client every call shares.
+
+A task builds a :class:`TrackingStore` once from its config (:meth:`TrackingStore.from_config`)
+and hands it to everything that reads or writes runs (runs, artifacts, embeddings, resume), so
+the client — whose first use on a SQLite store migrates the schema under a file lock — is
+created once per task instead of once per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig
+
+from graphssl.tracking import mlflow_store
+from graphssl.tracking.context import tracking_settings
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+    from graphssl.tracking.run import RunTracker
+
+__all__ = ["TrackingStore"]
+
+
+class TrackingStore:
+    """An MLflow store and its client.
+
+    Args:
+        tracking_uri: MLflow tracking URI.
+        experiment_name: the experiment new runs go to (created on first use).
+        artifact_location: artifact root of a newly created experiment (``None``: the
+            server's default).
+        client: an existing client on ``tracking_uri`` (default: a new one).
+    """
+
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiment_name: str,
+        artifact_location: str | None = None,
+        client: MlflowClient | None = None,
+    ) -> None:
+        self.tracking_uri = tracking_uri
+        self.experiment_name = experiment_name
+        self.artifact_location = artifact_location
+        self.client: MlflowClient = client or mlflow_store.client(tracking_uri)
+        self._experiment_ids: dict[str, str] = {}
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> TrackingStore:
+        """The store of a composed config (``logger.*`` and ``paths.outputs_dir``)."""
+        settings = tracking_settings(cfg)
+        return cls(
+            settings["tracking_uri"], settings["experiment_name"], settings["artifact_location"]
+        )
+
+    def experiment_id(self, name: str | None = None) -> str:
+        """The id of experiment ``name`` (default: :attr:`experiment_name`), created if needed."""
+        name = name or self.experiment_name
+        if name not in self._experiment_ids:
+            self._experiment_ids[name] = mlflow_store.ensure_experiment(
+                self.client, name, self.artifact_location
+            )
+        return self._experiment_ids[name]
+
+    def start_run(
+        self,
+        run_name: str | None = None,
+        *,
+        experiment_name: str | None = None,
+        parent_run_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        run_id: str | None = None,
+    ) -> RunTracker:
+        """A :class:`~graphssl.tracking.run.RunTracker` on this store's client (enter it)."""
+        from graphssl.tracking.run import RunTracker
+
+        return RunTracker(
+            self.tracking_uri,
+            experiment_name or self.experiment_name,
+            run_name=run_name,
+            parent_run_id=parent_run_id,
+            tags=tags,
+            artifact_location=self.artifact_location,
+            run_id=run_id,
+            store=self,
+        )
+
+    def __repr__(self) -> str:
+        return f"TrackingStore({self.tracking_uri!r}, experiment {self.experiment_name!r})"

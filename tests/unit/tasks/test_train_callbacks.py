@@ -1,0 +1,83 @@
+"""The train task builds the trainer callbacks of ``conf/callbacks/`` with what they ask for: the
+run's configured extraction, the metrics sink, the selection probe, labels and splits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from graphssl.tasks import components
+from graphssl.tasks.components import build_datamodule, resolve_config
+from graphssl.tasks.train import build_callbacks
+from graphssl.training.callbacks import DiagnosticsCallback, SelectionCallback
+
+CONF = Path(__file__).resolve().parents[3] / "conf"
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.metrics: list[tuple[dict[str, float], int]] = []
+        self.tags: list[dict[str, Any]] = []
+
+    def log_metrics(self, metrics: dict[str, float], step: int = 0) -> None:
+        self.metrics.append((dict(metrics), step))
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        self.tags.append(dict(tags))
+
+
+def _cfg(*overrides: str) -> Any:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return resolve_config(compose(config_name="train", overrides=["dataset=sbm", *overrides]))
+
+
+def test_off_by_default_and_on_from_the_eval_keys() -> None:
+    cfg = _cfg()
+    dm = build_datamodule(cfg)
+    assert build_callbacks(cfg, dm, Sink()) == ([], {})
+
+    cfg = _cfg("eval.select.every=2", "eval.select.probe=knn", "eval.diag_every=3")
+    callbacks, by_name = build_callbacks(cfg, build_datamodule(cfg), Sink())
+    assert set(by_name) == {"selection", "monitor"} and len(callbacks) == 2
+    sel, mon = by_name["selection"], by_name["monitor"]
+    assert isinstance(sel, SelectionCallback) and isinstance(mon, DiagnosticsCallback)
+    assert sel.selection.every == 2 and type(sel.selection.probe).__name__ == "KNNEvaluator"
+    assert mon.monitor.every == 3 and mon.monitor.thresholds.stable_rank == 1.5
+
+
+def test_callbacks_none_turns_them_off() -> None:
+    cfg = _cfg("callbacks=none", "eval.select.every=2", "eval.diag_every=3")
+    assert build_callbacks(cfg, build_datamodule(cfg), Sink()) == ([], {})
+
+
+def test_the_monitor_uses_the_runs_configured_extraction(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = _cfg(
+        "eval.diag_every=1",
+        "eval.extraction.mini_batch=true",
+        "eval.extraction.num_neighbors=[2,2]",
+        "eval.extraction.encoder_source=encoder",
+    )
+    dm = build_datamodule(cfg)
+    seen: list[dict[str, Any]] = []
+
+    def fake_extract(model: Any, datamodule: Any, **kwargs: Any) -> tuple[torch.Tensor, None]:
+        seen.append(kwargs)
+        return torch.randn(50, 8, generator=torch.Generator().manual_seed(0)), None
+
+    monkeypatch.setattr(components, "extract_embeddings", fake_extract)
+    _, by_name = build_callbacks(cfg, dm, Sink())
+    result = by_name["monitor"].monitor.measure(torch.nn.Linear(2, 2), 0)  # type: ignore[attr-defined]
+    assert "rankme" in result.diagnostics
+    assert seen == [
+        {"encoder_source": "encoder", "device": "cpu", "mini_batch": True, "num_neighbors": [2, 2]}
+    ]
+
+
+def test_selection_on_a_probe_that_is_not_configured() -> None:
+    cfg = _cfg("eval.select.every=1", "eval.select.probe=svm")
+    with pytest.raises(ValueError, match=r"eval.select.probe='svm' is not among the configured"):
+        build_callbacks(cfg, build_datamodule(cfg), Sink())
