@@ -22,7 +22,8 @@ from torch_geometric.loader import DataLoader
 from torch_geometric.utils import degree
 
 from graphssl.data.base import DataModule, Split
-from graphssl.data.paths import default_data_dir, require_raw_files, writable_root
+from graphssl.data.cache import load_with_processed_repair, processed_root
+from graphssl.data.paths import default_data_dir, require_raw_files
 
 Task = Literal["classification", "regression", "multilabel"]
 GraphSplitName = Literal["kfold", "random"]
@@ -222,15 +223,15 @@ class GraphDataModule(DataModule):
         raise NotImplementedError
 
     def _source(self, folder: str, files: Sequence[str]) -> Path:
-        """Check ``files`` (relative to ``data_dir/folder``) and return a writable copy of
-        ``data_dir/folder`` (the folder itself when writable)."""
+        """Check ``files`` (relative to ``data_dir/folder``) and return a copy of
+        ``data_dir/folder`` in the cache, keyed by its raw files (:mod:`graphssl.data.cache`)."""
         source = self.data_dir / folder
         require_raw_files(self.name, source, files)
-        return writable_root(source, self.cache_dir / Path(folder).parent)
+        return processed_root(source, self.cache_dir / Path(folder).parent)
 
     # ------------------------------------------------------------------ DataModule
     def _setup(self) -> None:
-        graphs = list(self.load())
+        graphs = list(load_with_processed_repair(self.load))
         if not graphs:
             raise ValueError(f"dataset {self.name!r} has no graphs")
         for i, g in enumerate(graphs):

@@ -16,12 +16,12 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
 from graphssl.data.base import DataModule, Split
+from graphssl.data.cache import load_with_processed_repair, processed_root
 from graphssl.data.paths import (
     DatasetCorruptError,
     DatasetNotFoundError,
     default_data_dir,
     require_raw_files,
-    writable_root,
 )
 
 SplitName = Literal["public", "geom-gcn", "random"]
@@ -101,15 +101,16 @@ class NodeDataModule(DataModule):
         raise NotImplementedError
 
     def _root(self, folder: str, files: Sequence[str]) -> Path:
-        """Check raw files under ``data_dir/folder`` and return a writable PyG root for it."""
+        """Check raw files under ``data_dir/folder`` and return a PyG root for it in the cache,
+        keyed by its raw files (:mod:`graphssl.data.cache`)."""
         source = self.data_dir / folder
         require_raw_files(self.name, source, files)
-        return writable_root(source, self.cache_dir)
+        return processed_root(source, self.cache_dir)
 
     # ------------------------------------------------------------------ DataModule
     def _setup(self) -> None:
         try:
-            data = self.load()
+            data = load_with_processed_repair(self.load)
         except (DatasetNotFoundError, ImportError):
             raise
         except Exception as err:  # PyG's readers raise many kinds on damaged files
