@@ -22,6 +22,7 @@ from torch_geometric.loader import DataLoader
 from torch_geometric.utils import degree
 
 from graphssl.data.base import DataModule, Split
+from graphssl.data.cache import load_with_processed_repair
 from graphssl.data.paths import Downloads, default_data_dir
 
 Task = Literal["classification", "regression", "multilabel"]
@@ -238,7 +239,7 @@ class GraphDataModule(DataModule):
     # ------------------------------------------------------------------ DataModule
     def _setup(self) -> None:
         with self.downloads.guard():
-            graphs = list(self.load())
+            graphs = list(load_with_processed_repair(self.load))
         if not graphs:
             raise ValueError(f"dataset {self.name!r} has no graphs")
         for i, g in enumerate(graphs):

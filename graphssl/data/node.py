@@ -18,6 +18,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
 from graphssl.data.base import DataModule, Split
+from graphssl.data.cache import load_with_processed_repair
 from graphssl.data.paths import (
     DatasetCorruptError,
     DatasetNotFoundError,
@@ -117,7 +118,7 @@ class NodeDataModule(DataModule):
     def _setup(self) -> None:
         try:
             with self.downloads.guard():
-                data = self.load()
+                data = load_with_processed_repair(self.load)
         except (DatasetNotFoundError, ImportError):
             raise
         except Exception as err:  # PyG's readers raise many kinds on damaged files

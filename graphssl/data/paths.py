@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from graphssl.data.cache import processed_root
+
 DATA_ENV = "GRAPHSSL_DATA_DIR"
 
 #: exceptions that mean "the network failed" while a loader downloads
@@ -255,7 +257,7 @@ class Downloads:
         """A PyG root for ``source`` holding (or about to download) ``files``."""
         missing = missing_files(source, files)
         if not missing:
-            return writable_root(source, self.cache_dir)
+            return processed_root(source, self.cache_dir)
         if not self.enabled or url is None:
             require_raw_files(self.dataset, source, files)
         assert url is not None

@@ -7,9 +7,12 @@ Only :mod:`graphssl.tracking` imports MLflow (design.md §2). The default store 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import re
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -23,6 +26,11 @@ log = logging.getLogger(__name__)
 #: keys whose values are never logged in clear (issue: security).
 SECRET_KEY = re.compile(r"(password|passwd|token|secret|api[_-]?key|(^|[._/])key$)", re.I)
 MAX_PARAM_CHARS = 6000
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class StoreError(ValueError):
+    """The MLflow store cannot be used: not a database file, a full disk, a broken schema."""
 
 
 def configure_telemetry(enabled: bool = False) -> None:
@@ -60,8 +68,9 @@ def client(tracking_uri: str) -> MlflowClient:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
-    if tracking_uri.startswith("sqlite:///"):
-        folder = Path(tracking_uri[len("sqlite:///") :]).parent
+    db = sqlite_store_path(tracking_uri)  # validated before any MLflow call
+    if db is not None:
+        folder = db.parent
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -76,15 +85,151 @@ def client(tracking_uri: str) -> MlflowClient:
             )
     from mlflow.tracking import MlflowClient
 
-    if tracking_uri.startswith("sqlite:///"):
+    if db is not None:
         from filelock import FileLock
 
-        db = Path(tracking_uri[len("sqlite:///") :])
         with FileLock(str(db) + ".lock", timeout=300):
-            c = MlflowClient(tracking_uri=tracking_uri)
-            c.search_experiments(max_results=1)  # creates or migrates the schema, once
-        return c
+            return _open_sqlite_store(db, tracking_uri)
     return MlflowClient(tracking_uri=tracking_uri)
+
+
+def sqlite_store_path(tracking_uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (``None`` for other stores), checked to be a
+    file that is empty, absent or an SQLite database.
+
+    Raises:
+        StoreError: the path is a directory or a file that is not an SQLite database.
+    """
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    path = tracking_uri[len("sqlite:///") :].split("?", 1)[0]
+    if path in ("", ":memory:"):
+        return None
+    db = Path(path)
+    if db.is_dir():
+        raise StoreError(
+            f"the tracking URI {tracking_uri!r} names the directory {db}, not a database file; "
+            f"expected sqlite:///<path of a file>, e.g. sqlite:///{db / 'mlflow.db'} (set "
+            f"logger.tracking_uri or MLFLOW_TRACKING_URI)"
+        )
+    if db.is_file() and db.stat().st_size > 0:
+        with open(db, "rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+        if header != SQLITE_HEADER:
+            raise StoreError(
+                f"the tracking URI {tracking_uri!r} names {db}, which is not an SQLite database "
+                f"(it starts with {header[:8]!r}); expected an MLflow store or a new file's path "
+                f"(set logger.tracking_uri or MLFLOW_TRACKING_URI)"
+            )
+    return db
+
+
+def _is_disk_full(err: BaseException) -> bool:
+    seen: BaseException | None = err
+    for _ in range(10):  # the exception chain: SQLAlchemy wraps sqlite3's error
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        if "database or disk is full" in str(seen) or "No space left on device" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:300] if text else ''}"
+
+
+def _disk_full_error(db: Path, err: BaseException, what: str) -> StoreError:
+    return StoreError(
+        f"the disk holding the MLflow store {db} is full ({_first_line(err)}); {what}. Free "
+        f"space in {db.parent} and run again, or point GRAPHSSL_OUTPUTS / logger.tracking_uri "
+        f"at a folder with room"
+    )
+
+
+def _count_runs(db: Path) -> int | None:
+    """Runs recorded in store ``db`` (0 without a ``runs`` table), ``None`` if unreadable."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+            return (
+                int(con.execute("SELECT count(*) FROM runs").fetchone()[0])
+                if ("runs" in tables)
+                else 0
+            )
+    except sqlite3.Error:
+        return None
+
+
+def _create_sqlite_store(db: Path) -> None:
+    """Create and migrate a fresh store in a temporary file beside ``db``, then rename it into
+    place: a failure (a full disk, a kill) never leaves a half-migrated ``db``."""
+    from mlflow.tracking import MlflowClient
+
+    for stale in db.parent.glob(f".{db.name}.tmp-*"):  # left by a killed creation
+        stale.unlink(missing_ok=True)
+    tmp = db.with_name(f".{db.name}.tmp-{os.getpid()}")
+    try:
+        MlflowClient(tracking_uri=f"sqlite:///{tmp}").search_experiments(max_results=1)
+        os.replace(tmp, db)
+    except Exception as err:
+        tmp.unlink(missing_ok=True)
+        Path(f"{tmp}-journal").unlink(missing_ok=True)
+        if _is_disk_full(err):
+            what = f"no store was created (its temporary file {tmp.name} is removed)"
+            raise _disk_full_error(db, err, what) from err
+        raise
+
+
+def _forget_engine(tracking_uri: str) -> None:
+    """Dispose of MLflow's cached SQLAlchemy engine of ``tracking_uri`` (if it has one)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    engines = getattr(SqlAlchemyStore, "_engine_map", None)
+    engine = engines.pop(tracking_uri, None) if isinstance(engines, dict) else None
+    if engine is not None:
+        engine.dispose()
+
+
+def _open_sqlite_store(db: Path, tracking_uri: str) -> MlflowClient:
+    """A client on store ``db`` (held under its file lock): a fresh store is created
+    atomically; a store whose schema cannot be opened is recreated when it holds no runs."""
+    from mlflow.tracking import MlflowClient
+
+    if not db.is_file() or db.stat().st_size == 0:
+        db.unlink(missing_ok=True)
+        _create_sqlite_store(db)
+    try:
+        c = MlflowClient(tracking_uri=tracking_uri)
+        c.search_experiments(max_results=1)  # migrates an older schema
+        return c
+    except Exception as err:
+        if _is_disk_full(err):
+            raise _disk_full_error(db, err, "the store could not be opened") from err
+        runs = _count_runs(db)
+        if runs != 0:
+            held = "an unknown number of" if runs is None else str(runs)
+            raise StoreError(
+                f"the MLflow store {db} cannot be opened ({_first_line(err)}) and holds {held} "
+                f"runs, so graphssl leaves it as it is; expected a store of this MLflow version: "
+                f"keep a copy and run `mlflow db upgrade sqlite:///{db}`, or move it aside "
+                f"(mv {db} {db}.bak) to start a fresh store"
+            ) from err
+        log.warning(
+            "the MLflow store %s cannot be opened (%s) and holds no runs (a creation "
+            "interrupted by a full disk or a kill); creating it again",
+            db,
+            _first_line(err),
+        )
+        _forget_engine(tracking_uri)  # its pooled connections still read the old file
+        db.unlink()
+        _create_sqlite_store(db)
+        c = MlflowClient(tracking_uri=tracking_uri)
+        c.search_experiments(max_results=1)
+        return c
 
 
 def ensure_experiment(
@@ -108,6 +253,9 @@ def ensure_experiment(
                 return str(exp.experiment_id)
             return str(mlflow_client.create_experiment(name, artifact_location=artifact_location))
         except Exception as err:
+            db = sqlite_store_path(mlflow_client.tracking_uri)
+            if db is not None and _is_disk_full(err):
+                raise _disk_full_error(db, err, f"experiment {name!r} was not created") from err
             if _is_unreachable(err):
                 raise ConnectionError(
                     f"MLflow tracking server at {mlflow_client.tracking_uri} is unreachable "

@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 
+from graphssl.tracking.mlflow_serve import describe_exit
+
 #: seconds to wait for ``/health`` before giving up (a fresh PostgreSQL store migrates first).
 DEFAULT_START_TIMEOUT = 180.0
 #: seconds between SIGTERM to the server's process group and SIGKILL.
@@ -41,6 +43,55 @@ STOP_GRACE = 10.0
 
 class ServerStartError(RuntimeError):
     """``mlflow server`` exited or did not become healthy in time."""
+
+
+class PortInUseError(ServerStartError):
+    """Another process listens on the port the server was asked to use."""
+
+
+def _listeners(port: int) -> dict[int, str]:
+    """``{pid: command line}`` of processes listening on TCP ``port`` (empty when unknown)."""
+    try:
+        import psutil
+
+        conns = psutil.net_connections(kind="inet")
+    except Exception:  # psutil missing, or not allowed to list other users' sockets
+        return {}
+    out: dict[int, str] = {}
+    for c in conns:
+        if c.status == "LISTEN" and c.laddr and c.laddr.port == port and c.pid:
+            try:
+                words = " ".join(psutil.Process(c.pid).cmdline()).split()  # one line
+                out[c.pid] = " ".join(words)[:160]
+            except psutil.Error:
+                out[c.pid] = "?"
+    return out
+
+
+def _holders(port: int, exclude: set[int] | frozenset[int] = frozenset()) -> str:
+    found = {pid: cmd for pid, cmd in _listeners(port).items() if pid not in exclude}
+    return "; ".join(f"pid {pid} ({cmd})" for pid, cmd in sorted(found.items()))
+
+
+def port_in_use(host: str, port: int) -> str | None:
+    """``None`` when ``host:port`` can be bound now, else who holds it (``"another process"``
+    when the holder cannot be found)."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return None  # an unknown host is the server's error to report
+    for family, kind, proto, _, addr in infos[:1]:
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does
+            try:
+                s.bind(addr)
+            except OSError as err:
+                if err.errno == errno.EADDRINUSE:
+                    return _holders(port) or "another process"
+    return None
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -61,8 +112,7 @@ def server_command(
     return [
         sys.executable,
         "-m",
-        "mlflow",
-        "server",
+        "graphssl.tracking.mlflow_serve",  # ``mlflow server`` that ends as its server ended
         "--host",
         host,
         "--port",
@@ -141,6 +191,12 @@ class MlflowServer:
             ServerStartError: the server exited, or was not healthy after ``timeout`` seconds
                 (it is stopped first); the message carries the tail of its log.
         """
+        holder = port_in_use(self.host, self.port)
+        if holder is not None:
+            raise PortInUseError(
+                f"port {self.port} on {self.host} is already in use by {holder}; expected a "
+                f"free port — stop that server, or choose another port (--port)"
+            )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = server_command(
             self.backend_store_uri, self.artifacts_destination, self.host, self.port
@@ -160,11 +216,12 @@ class MlflowServer:
             if code is not None:
                 self.stop()
                 raise ServerStartError(
-                    f"mlflow server exited with code {code} before answering {self.url}/health "
+                    f"mlflow server {describe_exit(code)} before answering {self.url}/health "
                     f"(store {self.backend_store_uri!r}, port {self.port}); last lines of "
                     f"{self.log_path}:\n{_tail(self.log_path)}"
                 )
             if self.healthy():
+                self._check_port_is_ours()
                 return self
             if time.monotonic() > deadline:
                 self.stop()
@@ -174,6 +231,20 @@ class MlflowServer:
                     f"lines of {self.log_path}:\n{_tail(self.log_path)}"
                 )
             time.sleep(0.5)
+
+    def _check_port_is_ours(self) -> None:
+        """Raise when the process answering ``/health`` is not one of this server's group
+        (another server took the port first); silent when the listener cannot be found."""
+        listeners = _listeners(self.port)
+        ours = set(_group_pids(self.pgid))
+        if listeners and not ours & set(listeners):
+            self.stop()
+            raise PortInUseError(
+                f"another server answers {self.url}/health: port {self.port} is held by "
+                f"{_holders(self.port, exclude=ours)}, not by the mlflow server started here "
+                f"(pid {self.pgid}); expected a free port — stop that server, or choose another "
+                f"port (--port)"
+            )
 
     def healthy(self) -> bool:
         """Whether ``GET /health`` answers ``OK`` now."""
@@ -212,6 +283,22 @@ class MlflowServer:
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
+
+
+def _group_pids(pgid: int) -> list[int]:
+    """Pids of the live processes of group ``pgid`` (empty when psutil is missing)."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil ships with mlflow
+        return []
+    out = []
+    for p in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return out
 
 
 def _group_alive(pgid: int, leader: subprocess.Popen[bytes]) -> bool:
@@ -327,7 +414,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert server.proc is not None
         code = server.proc.wait()
         print(
-            f"graphssl-ui: mlflow server exited with code {code}; last lines of "
+            f"graphssl-ui: the mlflow server (process group {server.pgid}) stopped without "
+            f"being asked to: it {describe_exit(code)}; last lines of "
             f"{server.log_path}:\n{_tail(server.log_path)}",
             file=sys.stderr,
         )

@@ -68,7 +68,12 @@ def test_dataset_folder_missing(graphssl_cmd, cli_env, outputs_dir, tmp_path) ->
 
 def test_corrupt_raw_file(graphssl_cmd, cli_env, outputs_dir, tmp_path, data_dir) -> None:
     root = tmp_path / "data"
-    shutil.copytree(data_dir / "Planetoid" / "Cora", root / "Planetoid" / "Cora")
+    # only the raw files: a processed/ folder an earlier run left must not decide the result
+    shutil.copytree(
+        data_dir / "Planetoid" / "Cora",
+        root / "Planetoid" / "Cora",
+        ignore=shutil.ignore_patterns("processed"),
+    )
     allx = root / "Planetoid" / "Cora" / "raw" / "ind.cora.allx"
     allx.write_bytes(allx.read_bytes()[:1000])  # truncated download
     env = dict(cli_env, GRAPHSSL_DATA_DIR=str(root))
