@@ -12,7 +12,7 @@ diagnostic on random row subsets ``X_b`` (without replacement) of a large embedd
 * *bounded* is the fraction of all ``q ≤ 1`` (✓ = all, ❀ ≥ 90 %, ✗ otherwise).
 
 Batch sizes ``b ≥ N`` are left out (there ``X_b`` is ``X`` up to row order, ``q = 1``).
-Everything here takes tensors; loading runs and logging is :mod:`graphssl.studies.stability`.
+Everything here takes tensors; loading runs and logging is :mod:`graphssl.tasks.stability`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from graphssl.pipeline import build_datamodule, build_method, resolve_config
+from graphssl.tasks.components import build_datamodule, build_method, resolve_config
 from graphssl.training.checkpoint import load_checkpoint
 from graphssl.training.schedules import CosineLR, cosine_lr_factor
 from graphssl.training.trainer import Callback, Trainer
@@ -23,7 +23,7 @@ EPOCHS = 8
 def setup(*overrides: str) -> tuple[Any, Any]:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(
-            config_name="config",
+            config_name="train",
             overrides=[
                 "dataset=sbm",
                 "model=bgrl",
