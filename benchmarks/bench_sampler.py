@@ -179,16 +179,17 @@ def torch_sparse_available() -> str | None:
 
 
 # ---------------------------------------------------------------------------------- measuring
-def time_round(sample: SampleFn, batches: list[Tensor]) -> tuple[float, float, float]:
-    """``(batches/s, mean nodes per batch, mean edges per batch)`` over ``batches``."""
+def time_round(sample: SampleFn, batches: list[Tensor]) -> tuple[float, float, float, float]:
+    """``(batches/s wall, batches/s of CPU time, mean nodes, mean edges per batch)``."""
     nodes = edges = 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for seeds in batches:
         n_id, num_edges = sample(seeds)
         nodes += n_id.numel()
         edges += num_edges
-    seconds = time.perf_counter() - t0
-    return len(batches) / seconds, nodes / len(batches), edges / len(batches)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    n = len(batches)
+    return n / wall, n / max(cpu, 1e-9), nodes / n, edges / n
 
 
 def main() -> None:
@@ -253,23 +254,29 @@ def main() -> None:
         samplers = {name: factories[name](colptr, row, fanouts, args.seed) for name in names}
         for sample in samplers.values():
             time_round(sample, warmup)
-        per_round: dict[str, list[tuple[float, float, float]]] = {n: [] for n in samplers}
+        per_round: dict[str, list[tuple[float, float, float, float]]] = {n: [] for n in samplers}
         for _ in range(args.rounds):
             for name, sample in samplers.items():
                 per_round[name].append(time_round(sample, timed))
-        print(f"\nfanouts {key}, batch {args.batch_size}, {args.batches} batches x {args.rounds}")
+        print(
+            f"\nfanouts {key}, batch {args.batch_size}, {args.batches} batches x {args.rounds} "
+            f"rounds (median round; 'cpu': batches per second of this process's CPU time)"
+        )
         for name, rounds in per_round.items():
-            rate = statistics.median(r[0] for r in rounds)
-            results[(key, name)] = rate
+            wall = statistics.median(r[0] for r in rounds)
+            cpu = statistics.median(r[1] for r in rounds)
+            results[(key, name)] = wall
+            results[(key, name + ":cpu")] = cpu
             print(
-                f"  {name:<13} {rate:8.2f} batches/s  (rounds: "
-                f"{', '.join(f'{r[0]:.2f}' for r in rounds)}; {rounds[0][1]:,.0f} nodes, "
-                f"{rounds[0][2]:,.0f} edges per batch)"
+                f"  {name:<13} {wall:8.2f} batches/s wall, {cpu:8.2f} cpu  (wall rounds: "
+                f"{', '.join(f'{r[0]:.2f}' for r in rounds)}; {rounds[0][2]:,.0f} nodes, "
+                f"{rounds[0][3]:,.0f} edges per batch)"
             )
-        base = results.get((key, "graphssl"))
         for other in ("minimal", "torch_sparse"):
-            if base is not None and (key, other) in results:
-                print(f"  graphssl / {other}: {base / results[(key, other)]:.2f}x")
+            if (key, "graphssl") in results and (key, other) in results:
+                wall_ratio = results[(key, "graphssl")] / results[(key, other)]
+                cpu_ratio = results[(key, "graphssl:cpu")] / results[(key, other + ":cpu")]
+                print(f"  graphssl / {other}: {wall_ratio:.2f}x wall, {cpu_ratio:.2f}x cpu")
         del samplers
     print(f"\nload average {os.getloadavg()}")
 
