@@ -12,7 +12,8 @@ ogbn-products size (2,449,029 nodes, 61,859,140 directed edges) or ogbn-arxiv si
 - ``torch_sparse``: ``torch.ops.torch_sparse.neighbor_sample`` (compiled C++, without
   replacement), when ``torch_sparse`` is importable. graphssl never depends on it: run this script
   with the interpreter of a separate environment that has it, with ``PYTHONPATH`` at the
-  repository root.
+  repository root (torch-geometric installed there with ``--no-deps``; torch-scatter is not
+  needed, see :func:`load_torch_sparse_op`).
 
 The graph is symmetric with power-law-skewed degrees (each endpoint drawn as ``N * u**1.5`` then
 relabelled by a random permutation) and is cached as a ``.pt`` file in ``--cache-dir`` (building
@@ -30,6 +31,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
+import importlib.util
 import os
 import statistics
 import time
@@ -150,11 +153,33 @@ def graphssl_sampler(colptr: Tensor, row: Tensor, fanouts: list[int], seed: int)
     return sample
 
 
-def torch_sparse_sampler(colptr: Tensor, row: Tensor, fanouts: list[int], seed: int) -> SampleFn:
-    import torch_sparse  # noqa: F401  (registers torch.ops.torch_sparse)
+def load_torch_sparse_op() -> Callable[..., tuple[Tensor, Tensor, Tensor, Tensor]]:
+    """``torch.ops.torch_sparse.neighbor_sample``, from an installed torch-sparse.
 
-    torch.manual_seed(seed)
-    op = torch.ops.torch_sparse.neighbor_sample
+    ``import torch_sparse`` registers the op; when the package's Python side cannot import
+    (it needs torch-scatter, a second long build), its compiled ``_neighbor_sample_cpu``
+    library is loaded directly: the same op.
+
+    Raises:
+        ImportError: when torch-sparse is not installed or has no such library.
+    """
+    try:
+        import torch_sparse  # noqa: F401  (registers torch.ops.torch_sparse)
+    except ImportError as err:
+        spec = importlib.util.find_spec("torch_sparse")
+        if spec is None or not spec.submodule_search_locations:
+            raise
+        folder = next(iter(spec.submodule_search_locations))
+        lib = importlib.machinery.PathFinder().find_spec("_neighbor_sample_cpu", [folder])
+        if lib is None or lib.origin is None:
+            raise ImportError(f"torch_sparse in {folder} has no _neighbor_sample_cpu") from err
+        torch.ops.load_library(lib.origin)
+    return torch.ops.torch_sparse.neighbor_sample  # type: ignore[no-any-return]
+
+
+def torch_sparse_sampler(colptr: Tensor, row: Tensor, fanouts: list[int], seed: int) -> SampleFn:
+    op = load_torch_sparse_op()
+    torch.manual_seed(seed)  # the op draws from torch's global generator
 
     def sample(seeds: Tensor) -> tuple[Tensor, int]:
         node, _, col, _ = op(colptr, row, seeds, fanouts, False, True)
@@ -170,11 +195,9 @@ def minimal_sampler(colptr: Tensor, row: Tensor, fanouts: list[int], seed: int) 
 def torch_sparse_available() -> str | None:
     """``None`` when torch-sparse's sampler can run here, else why not."""
     try:
-        import torch_sparse  # noqa: F401
-    except Exception as err:  # ImportError, or an OSError from a mismatched build
+        load_torch_sparse_op()
+    except Exception as err:  # ImportError, an OSError from a mismatched build, a missing op
         return f"{type(err).__name__}: {err}"
-    if not hasattr(torch.ops.torch_sparse, "neighbor_sample"):
-        return "torch_sparse has no neighbor_sample op"
     return None
 
 
