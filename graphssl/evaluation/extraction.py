@@ -24,14 +24,23 @@ from graphssl.models.encode import encode
 if TYPE_CHECKING:
     from graphssl.data.base import DataModule
 
-__all__ = ["DEFAULT_NUM_NEIGHBORS", "MINI_BATCH_SIZE", "EncoderSource", "extract_embeddings"]
+__all__ = [
+    "DEFAULT_NUM_NEIGHBORS",
+    "MINI_BATCH_SIZE",
+    "EncoderSource",
+    "encoder_depth",
+    "extract_embeddings",
+    "extraction_fanouts",
+]
 
 EncoderSource = Literal["auto", "teacher", "student", "online", "target", "encoder"]
 
 #: Seeds per ``NeighborLoader`` batch in mini-batch extraction.
 MINI_BATCH_SIZE: int = 1024
 
-#: Fanouts used when ``mini_batch=True`` and ``num_neighbors`` is ``None``.
+#: Fanouts used when ``mini_batch=True``, ``num_neighbors`` is ``None`` and the encoder's depth
+#: cannot be read (no ``num_hops``/``num_layers``); with a known depth ``L`` the default is
+#: ``[-1] * L``, all neighbours over as many hops as the encoder has layers.
 DEFAULT_NUM_NEIGHBORS: tuple[int, ...] = (-1, -1)
 
 _Extract = Callable[[Data], Tensor]
@@ -79,8 +88,10 @@ def extract_embeddings(
         device: Inference device string, e.g. ``"cuda:0"`` (default: ``"cpu"``).
         mini_batch: If ``True``, use ``NeighborLoader`` for node-level extraction. Ignored when
             ``is_graph_level=True`` (default: ``False``).
-        num_neighbors: Neighbours per hop for ``NeighborLoader``. ``None`` means ``[-1, -1]``
-            (all neighbours, 2 hops). Used only when ``mini_batch=True`` (default: ``None``).
+        num_neighbors: Neighbours per hop for ``NeighborLoader``, one entry per message-passing
+            layer of the encoder. ``None`` means all neighbours over as many hops as the encoder
+            has layers (``[-1] * num_layers``; ``[-1, -1]`` when the depth cannot be read).
+            Used only when ``mini_batch=True`` (default: ``None``).
 
     Returns:
         ``(embeddings, labels)``: embeddings ``[N, D]`` (nodes) or ``[G, D]`` (graphs), float32
@@ -88,8 +99,9 @@ def extract_embeddings(
         ``y`` attribute.
 
     Raises:
-        ValueError: for an ``encoder_source`` the model does not name, or labels whose row
-            count differs from the embeddings'.
+        ValueError: for an ``encoder_source`` the model does not name, labels whose row
+            count differs from the embeddings', or a ``num_neighbors`` whose length is not the
+            encoder's depth.
     """
     if not isinstance(encoder_source, str):
         raise TypeError(
@@ -109,7 +121,7 @@ def extract_embeddings(
         if encoder is None:
             out: Tensor = model(batch)
             return out
-        return encode(encoder, batch, graph_level=graph_level)
+        return encode(encoder, batch, graph_level=graph_level, seeds_only=not graph_level)
 
     # The selected encoder may live outside the model's module tree: move and freeze it too.
     modules = [model] if encoder is None else [model, encoder]
@@ -167,6 +179,56 @@ def _select_encoder(model: nn.Module, source: str) -> nn.Module:
     return available[source]
 
 
+def encoder_depth(source: object) -> int | None:
+    """Hops of neighbourhood one output row of ``source`` depends on, or ``None`` if unknown.
+
+    Read from ``num_hops`` (graphssl encoders: their number of message-passing layers, ``0`` for
+    an MLP) or ``num_layers``; for a model that has neither, from the sub-encoders it names in
+    ``encoders()`` when they all agree.
+    """
+    for attr in ("num_hops", "num_layers"):
+        value = getattr(source, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    encoders_fn = getattr(source, "encoders", None)
+    if isinstance(source, nn.Module) and callable(encoders_fn):
+        try:
+            named = dict(encoders_fn())
+        except NotImplementedError:
+            return None
+        depths = {encoder_depth(m) for m in named.values() if m is not source}
+        if len(depths) == 1:
+            return depths.pop()
+    return None
+
+
+def extraction_fanouts(num_neighbors: list[int] | None, source: object) -> list[int]:
+    """The per-hop fanouts of mini-batch extraction for ``source`` (a model or an encoder).
+
+    ``None``: all neighbours over as many hops as the encoder has layers (``[-1] * depth``;
+    ``[0]``, the seeds alone, for a depth-0 encoder such as an MLP; :data:`DEFAULT_NUM_NEIGHBORS`
+    when the depth is unknown). A given list must have one entry per layer.
+
+    Raises:
+        ValueError: for a ``num_neighbors`` whose length differs from the encoder's depth.
+    """
+    depth = encoder_depth(source)
+    if num_neighbors is None:
+        if depth is None:
+            return list(DEFAULT_NUM_NEIGHBORS)
+        return [-1] * depth if depth > 0 else [0]
+    fanouts = list(num_neighbors)
+    if depth is not None and depth > 0 and len(fanouts) != depth:
+        raise ValueError(
+            f"num_neighbors={fanouts} (eval.extraction.num_neighbors) samples "
+            f"{len(fanouts)} hop(s), but the encoder ({type(source).__name__}) has {depth} "
+            f"message-passing layer(s); give one fanout per layer (e.g. {[-1] * depth} for all "
+            f"neighbours) or null for all "
+            f"neighbours over {depth} hop(s)"
+        )
+    return fanouts
+
+
 def _to_device(data: Data, device: torch.device) -> Data:
     # Data.to() moves the tensors of the object it is called on; copy so the datamodule's
     # graph stays where it is. Image batches are tensors or tuples (x, y) of tensors.
@@ -216,7 +278,7 @@ def _extract_node_mini_batch(
     data = datamodule.data
     prepare = getattr(source, "prepare", None)
     prepared = prepare(data) if callable(prepare) else data
-    fanouts = list(DEFAULT_NUM_NEIGHBORS) if num_neighbors is None else list(num_neighbors)
+    fanouts = extraction_fanouts(num_neighbors, source)
     loader = datamodule.neighbor_loader(fanouts, batch_size=MINI_BATCH_SIZE, data=prepared)
 
     num_nodes = int(data.num_nodes)

@@ -155,13 +155,13 @@ class AFGRL(SSLMethod):
         yield from self.predictor.parameters()
 
     def forward(self, batch: Data) -> Tensor:
-        return encode(self.online, batch)
+        return encode(self.online, batch, seeds_only=True)
 
     def loss(self, batch: Data) -> dict[str, Tensor]:
         n = int(getattr(batch, "batch_size", batch.num_nodes))  # seeds only in mini-batches
-        h = encode(self.online, batch)[:n]
+        h = encode(self.online, batch, seeds_only=True)[:n]
         with torch.no_grad():
-            t = encode(self.target, batch)[:n]
+            t = encode(self.target, batch, seeds_only=True)[:n]
         pairs = afgrl_positives(
             h.detach(),
             t,

@@ -76,16 +76,16 @@ class BGRL(SSLMethod):
         yield from self.predictor.parameters()
 
     def forward(self, batch: Data) -> Tensor:
-        return encode(self.online, batch)
+        return encode(self.online, batch, seeds_only=True)
 
     def loss(self, batch: Data) -> dict[str, Tensor]:
         v1, v2 = self.augment1(batch), self.augment2(batch)
         n = int(getattr(batch, "batch_size", batch.num_nodes))
-        p1 = self.predictor(encode(self.online, v1))[:n]
-        p2 = self.predictor(encode(self.online, v2))[:n]
+        p1 = self.predictor(encode(self.online, v1, seeds_only=True))[:n]
+        p2 = self.predictor(encode(self.online, v2, seeds_only=True))[:n]
         with torch.no_grad():
-            t1 = encode(self.target, v1)[:n]
-            t2 = encode(self.target, v2)[:n]
+            t1 = encode(self.target, v1, seeds_only=True)[:n]
+            t2 = encode(self.target, v2, seeds_only=True)[:n]
         return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
 
     def on_after_optimizer_step(self, step: int, max_steps: int) -> None:

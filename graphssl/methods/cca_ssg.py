@@ -71,11 +71,11 @@ class CCASSG(SSLMethod):
         return {"encoder": self.encoder}
 
     def forward(self, batch: Data) -> Tensor:
-        return encode(self.encoder, batch)
+        return encode(self.encoder, batch, seeds_only=True)
 
     def loss(self, batch: Data) -> dict[str, Tensor]:
         n = int(getattr(batch, "batch_size", batch.num_nodes))  # seeds only in mini-batches
-        h1 = encode(self.encoder, self.augment(batch))[:n]
-        h2 = encode(self.encoder, self.augment(batch))[:n]
+        h1 = encode(self.encoder, self.augment(batch), seeds_only=True)[:n]
+        h2 = encode(self.encoder, self.augment(batch), seeds_only=True)[:n]
         loss, inv, dec = cca_ssg_loss(standardize(h1), standardize(h2), self.lambd)
         return {"loss": loss, "invariance": inv.detach(), "decorrelation": dec.detach()}

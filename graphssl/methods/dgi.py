@@ -54,13 +54,13 @@ class DGI(SSLMethod):
         return {"encoder": self.encoder}
 
     def forward(self, batch: Data) -> Tensor:
-        return encode(self.encoder, batch)
+        return encode(self.encoder, batch, seeds_only=True)
 
     def loss(self, batch: Data) -> dict[str, Tensor]:
-        pos = encode(self.encoder, batch)
+        pos = encode(self.encoder, batch, seeds_only=True)
         corrupted = copy.copy(batch)
         corrupted.x = shuffle_nodes(batch.x)
-        neg = encode(self.encoder, corrupted)
+        neg = encode(self.encoder, corrupted, seeds_only=True)
         n = int(getattr(batch, "batch_size", pos.size(0)))  # seeds only in mini-batches
         pos, neg = pos[:n], neg[:n]
         ws = self.weight @ sigmoid_mean_readout(pos)

@@ -53,10 +53,10 @@ class GRACE(SSLMethod):
         return {"encoder": self.encoder}
 
     def forward(self, batch: Data) -> Tensor:
-        return encode(self.encoder, batch)
+        return encode(self.encoder, batch, seeds_only=True)
 
     def loss(self, batch: Data) -> dict[str, Tensor]:
-        z1 = self.projector(encode(self.encoder, self.augment1(batch)))
-        z2 = self.projector(encode(self.encoder, self.augment2(batch)))
+        z1 = self.projector(encode(self.encoder, self.augment1(batch), seeds_only=True))
+        z2 = self.projector(encode(self.encoder, self.augment2(batch), seeds_only=True))
         n = int(getattr(batch, "batch_size", z1.size(0)))
         return {"loss": info_nce(z1[:n], z2[:n], self.tau)}

@@ -90,14 +90,16 @@ class GraphDINO(SSLMethod):
         yield from self.student_head.parameters()
 
     def forward(self, batch: Data) -> Tensor:
-        return encode(self.teacher, batch)
+        return encode(self.teacher, batch, seeds_only=True)
 
     def loss(self, batch: Data) -> dict[str, Tensor]:
         n = int(getattr(batch, "batch_size", batch.num_nodes))  # seeds only in mini-batches
         views = [self.augment1(batch), self.augment2(batch)]
-        student = [self.student_head(encode(self.student, v)[:n]) for v in views]
+        student = [self.student_head(encode(self.student, v, seeds_only=True)[:n]) for v in views]
         with torch.no_grad():
-            teacher = [self.teacher_head(encode(self.teacher, v)[:n]) for v in views]
+            teacher = [
+                self.teacher_head(encode(self.teacher, v, seeds_only=True)[:n]) for v in views
+            ]
             probs = [F.softmax((t - self.center) / self.teacher_temp, dim=-1) for t in teacher]
             self._batch_center = torch.cat(teacher).mean(dim=0, keepdim=True)
             entropy = torch.stack([-(q * q.clamp_min(1e-12).log()).sum(-1).mean() for q in probs])

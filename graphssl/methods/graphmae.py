@@ -123,7 +123,7 @@ class GraphMAE(SSLMethod):
         return {"encoder": self.encoder}
 
     def forward(self, batch: Data) -> Tensor:
-        return encode(self.encoder, batch)
+        return encode(self.encoder, batch, seeds_only=True)
 
     def mask_features(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Corrupt ``x`` ``(N, F)``; returns the encoder input and the masked node indices."""

@@ -46,6 +46,7 @@ class DropEdge(GraphAugment):
         out.edge_index, keep = dropout_edge(data.edge_index, p=self.p, training=self.p > 0)
         if getattr(data, "edge_weight", None) is not None:
             out.edge_weight = data.edge_weight[keep]
+        _recount_hop_edges(out, data, keep)
         return out
 
 
@@ -78,12 +79,32 @@ def _keep_nodes(data: Data, keep: Tensor) -> Data:
     out = copy.copy(data)
     out.x = data.x * keep.unsqueeze(-1).to(data.x.dtype)
     edge_weight = getattr(data, "edge_weight", None)
-    out.edge_index, edge_weight = subgraph(
-        keep, data.edge_index, edge_attr=edge_weight, num_nodes=data.num_nodes
+    out.edge_index, edge_weight, edge_mask = subgraph(
+        keep,
+        data.edge_index,
+        edge_attr=edge_weight,
+        num_nodes=data.num_nodes,
+        return_edge_mask=True,
     )
     if edge_weight is not None:
         out.edge_weight = edge_weight
+    _recount_hop_edges(out, data, edge_mask)
     return out
+
+
+def _recount_hop_edges(out: Data, data: Data, keep: Tensor) -> None:
+    """Keep a ``NeighborLoader`` batch's per-hop edge counts (``num_sampled_edges``) true in
+    ``out`` after the edges of ``data`` outside ``keep`` ``(E,)`` bool were removed in order, so
+    encoders can still skip the hops a layer does not need."""
+    counts = getattr(data, "num_sampled_edges", None)
+    if counts is None:
+        return
+    counts = [int(c) for c in counts]
+    if sum(counts) != keep.numel():
+        return  # the counts no longer describe these edges; encoders will not use them
+    bounds = torch.tensor(counts, device=keep.device).cumsum(0)
+    kept = torch.cat([keep.new_zeros(1, dtype=torch.long), keep.long().cumsum(0)])[bounds]
+    out.num_sampled_edges = kept.diff(prepend=kept.new_zeros(1)).tolist()
 
 
 class Subgraph(GraphAugment):

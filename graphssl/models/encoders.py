@@ -1,14 +1,20 @@
 """GNN encoders built on PyG's basic GNN models (GCN, GAT, GraphSAGE, GIN, MLP).
 
 Every encoder maps ``(x, edge_index, edge_weight=None)`` to node embeddings ``[N, D]`` and
-exposes ``out_channels``. ``prepare(data)`` returns the graph an encoder wants for mini-batch
-(neighbour-sampled) inference, so sampled subgraphs give the same embeddings as the full graph:
-GCN uses the symmetric normalisation of the *full* graph as edge weights (design.md §6).
+exposes ``out_channels`` and ``num_hops``. ``prepare(data)`` returns the graph an encoder wants for
+mini-batch (neighbour-sampled) inference, so sampled subgraphs give the same embeddings as the full
+graph: GCN uses the symmetric normalisation of the *full* graph as edge weights (design.md §6).
+
+On a ``NeighborLoader`` batch, passing its per-hop counts (``num_sampled_nodes_per_hop``,
+``num_sampled_edges_per_hop``) lets layer ``i`` of an ``L``-layer encoder run only on the nodes
+within ``L - i`` hops of the seeds (PyG's ``trim_to_layer``): the seed rows are unchanged, the
+other rows are not computed (:func:`seed_embeddings` returns the seed rows of a batch).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -58,12 +64,108 @@ class GNNEncoder(nn.Module):
         self.out_channels = hidden_channels if out_channels is None else out_channels
         self.num_layers = num_layers
 
-    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
-        return self.out_act(self.gnn(x, edge_index))
+    @property
+    def num_hops(self) -> int:
+        """Hops of neighbourhood one output row depends on: one per message-passing layer."""
+        return self.num_layers
+
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        edge_weight: Tensor | None = None,
+        num_sampled_nodes_per_hop: Sequence[int] | None = None,
+        num_sampled_edges_per_hop: Sequence[int] | None = None,
+    ) -> Tensor:
+        """Node embeddings; with the per-hop counts of a ``NeighborLoader`` batch only the seed
+        rows (the first ``num_sampled_nodes_per_hop[0]``) are exact and later hops are skipped
+        by the layers that do not need them (the output may then have fewer rows than ``x``)."""
+        hops = trim_hops(
+            self.num_hops, x, edge_index, num_sampled_nodes_per_hop, num_sampled_edges_per_hop
+        )
+        if hops is None:
+            return self.out_act(self.gnn(x, edge_index))
+        nodes, edges = hops
+        h = self.gnn(
+            x[: sum(nodes)],
+            edge_index[:, : sum(edges)],
+            num_sampled_nodes_per_hop=nodes,
+            num_sampled_edges_per_hop=edges,
+        )
+        return self.out_act(h)
 
     def prepare(self, data: Data) -> Data:
         """The graph to sample from for mini-batch inference (default: ``data`` itself)."""
         return data
+
+
+def trim_hops(
+    num_layers: int,
+    x: Tensor,
+    edge_index: Tensor,
+    num_sampled_nodes_per_hop: Sequence[int] | None,
+    num_sampled_edges_per_hop: Sequence[int] | None,
+) -> tuple[list[int], list[int]] | None:
+    """The per-hop counts an ``num_layers``-layer encoder trims with, or ``None`` for no trim.
+
+    Hops beyond ``num_layers`` cannot reach the seeds and are cut; with fewer hops than layers
+    (or no counts) nothing is trimmed.
+
+    Raises:
+        ValueError: for counts given for nodes but not edges (or the reverse), or counts that do
+            not add up to the rows of ``x`` and the columns of ``edge_index``.
+    """
+    if num_sampled_nodes_per_hop is None and num_sampled_edges_per_hop is None:
+        return None
+    if num_sampled_nodes_per_hop is None or num_sampled_edges_per_hop is None:
+        raise ValueError(
+            "trimming needs both num_sampled_nodes_per_hop and num_sampled_edges_per_hop, got "
+            f"{num_sampled_nodes_per_hop!r} and {num_sampled_edges_per_hop!r}"
+        )
+    nodes = [int(n) for n in num_sampled_nodes_per_hop]
+    edges = [int(e) for e in num_sampled_edges_per_hop]
+    if len(nodes) != len(edges) + 1 or sum(nodes) != x.size(0) or sum(edges) != edge_index.size(1):
+        raise ValueError(
+            f"per-hop counts do not describe this graph: {len(nodes)} node counts summing to "
+            f"{sum(nodes)} and {len(edges)} edge counts summing to {sum(edges)}, for {x.size(0)} "
+            f"nodes and {edge_index.size(1)} edges (expected one more node count than edge "
+            f"counts, adding up to the nodes and edges, as NeighborLoader batches carry)"
+        )
+    if len(edges) < num_layers or num_layers == 0:
+        return None
+    return nodes[: num_layers + 1], edges[:num_layers]
+
+
+def sampled_hops(batch: Data) -> tuple[list[int], list[int]] | None:
+    """``(num_sampled_nodes, num_sampled_edges)`` of a ``NeighborLoader`` batch when they still
+    describe its nodes and edges (an augmentation may have changed them), else ``None``."""
+    nodes = getattr(batch, "num_sampled_nodes", None)
+    edges = getattr(batch, "num_sampled_edges", None)
+    x = getattr(batch, "x", None)
+    edge_index = getattr(batch, "edge_index", None)
+    if nodes is None or edges is None or not isinstance(x, Tensor) or edge_index is None:
+        return None
+    nodes, edges = [int(n) for n in nodes], [int(e) for e in edges]
+    if len(nodes) != len(edges) + 1 or sum(nodes) != x.size(0) or sum(edges) != edge_index.size(1):
+        return None
+    return nodes, edges
+
+
+def seed_embeddings(encoder: nn.Module, batch: Data) -> Tensor:
+    """The embeddings of a batch's seed rows: the first ``batch.batch_size`` rows of a
+    ``NeighborLoader`` batch (every row of a batch without ``batch_size``).
+
+    A :class:`GNNEncoder` gets the batch's per-hop counts, so its layers skip the hops they do
+    not need; any other encoder runs on the whole batch.
+    """
+    edge_weight = getattr(batch, "edge_weight", None)
+    hops = sampled_hops(batch) if isinstance(encoder, GNNEncoder) else None
+    if hops is None:
+        h: Tensor = encoder(batch.x, batch.edge_index, edge_weight)
+    else:
+        h = encoder(batch.x, batch.edge_index, edge_weight, hops[0], hops[1])
+    batch_size = getattr(batch, "batch_size", None)
+    return h if batch_size is None else h[: int(batch_size)]
 
 
 class GCNEncoder(GNNEncoder):
@@ -110,7 +212,19 @@ class GCNEncoder(GNNEncoder):
             cached=False,
         )
 
-    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        edge_weight: Tensor | None = None,
+        num_sampled_nodes_per_hop: Sequence[int] | None = None,
+        num_sampled_edges_per_hop: Sequence[int] | None = None,
+    ) -> Tensor:
+        hops = trim_hops(
+            self.num_hops, x, edge_index, num_sampled_nodes_per_hop, num_sampled_edges_per_hop
+        )
+        # The whole batch is normalised and put in CSR form; trimming then multiplies row blocks
+        # of it (see _trimmed), so the seed rows match the untrimmed forward exactly.
         if edge_weight is None:
             edge_index, edge_weight = gcn_norm(
                 edge_index, None, x.size(0), improved=False, add_self_loops=True, dtype=x.dtype
@@ -120,7 +234,37 @@ class GCNEncoder(GNNEncoder):
         adj_t = to_torch_csr_tensor(
             edge_index.flip(0), edge_weight.to(x.dtype), size=(x.size(0), x.size(0))
         )
-        return self.out_act(self.out_norm(self.gnn(x, adj_t)))
+        if hops is None:
+            return self.out_act(self.out_norm(self.gnn(x, adj_t)))
+        return self.out_act(self.out_norm(self._trimmed(x, adj_t, hops[0])))
+
+    def _trimmed(self, x: Tensor, adj_t: Tensor, nodes: list[int]) -> Tensor:
+        """``self.gnn``'s layers where layer ``i`` computes only the rows within ``L - i - 1``
+        hops of the seeds, from the rows within ``L - i`` hops.
+
+        A sampled node's in-edges come from its own hop or the next one, so the first rows of
+        the adjacency (targets) read only the first columns (sources): layer ``i`` multiplies
+        the top-left ``n_out x n_in`` block of ``adj_t``, a prefix of its CSR arrays.
+        """
+        gnn = self.gnn
+        num_layers = len(gnn.convs)
+        crow, col, value = adj_t.crow_indices(), adj_t.col_indices(), adj_t.values()
+        for i, (conv, norm) in enumerate(zip(gnn.convs, gnn.norms, strict=True)):
+            n_in = sum(nodes[: num_layers - i + 1])
+            n_out = sum(nodes[: num_layers - i])
+            nnz = int(crow[n_out])
+            block = torch.sparse_csr_tensor(
+                crow[: n_out + 1], col[:nnz], value[:nnz], size=(n_out, n_in)
+            )
+            x = conv(x[:n_in], block)
+            if i < num_layers - 1:  # as BasicGNN.forward (no jumping knowledge here)
+                if gnn.act is not None and gnn.act_first:
+                    x = gnn.act(x)
+                x = norm(x, None, None) if gnn.supports_norm_batch else norm(x)
+                if gnn.act is not None and not gnn.act_first:
+                    x = gnn.act(x)
+                x = gnn.dropout(x)
+        return x
 
     def prepare(self, data: Data) -> Data:
         out = copy.copy(data)
@@ -269,5 +413,17 @@ class MLPEncoder(GNNEncoder):
             plain_last=False,
         )
 
-    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+    @property
+    def num_hops(self) -> int:
+        """An MLP reads no neighbours: each row depends on its own features only."""
+        return 0
+
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        edge_weight: Tensor | None = None,
+        num_sampled_nodes_per_hop: Sequence[int] | None = None,
+        num_sampled_edges_per_hop: Sequence[int] | None = None,
+    ) -> Tensor:
         return self.out_act(self.gnn(x))

@@ -20,6 +20,7 @@ from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
 from graphssl.data.base import DataModule
+from graphssl.data.sampler import set_loader_epoch
 from graphssl.methods.base import SSLMethod
 from graphssl.training.checkpoint import capture_rng, restore_rng, save_checkpoint
 
@@ -151,6 +152,7 @@ class Trainer:
         self.global_step = 0
         self.should_stop = False
         self._resume_state: dict[str, Any] | None = None
+        self._train_loader: tuple[DataModule, Iterable[Data]] | None = None
 
     # ------------------------------------------------------------------ checkpoints
     def resume_from(self, state: dict[str, Any]) -> None:
@@ -207,10 +209,19 @@ class Trainer:
                 f"set trainer.mini_batch=false"
             )
 
-    def _batches(self, datamodule: DataModule, method: SSLMethod) -> Iterable[Data]:
+    def _batches(self, datamodule: DataModule, method: SSLMethod, epoch: int) -> Iterable[Data]:
         if not self.mini_batch:
             return datamodule.train_dataloader()
-        return datamodule.neighbor_loader(self.num_neighbors, self.batch_size, shuffle=True)
+        # One loader per datamodule, kept across epochs (building it converts the graph to CSC);
+        # each epoch's shuffling and sampling are seeded from (seed, epoch), so resuming at an
+        # epoch gives the batches an uninterrupted run has there.
+        if self._train_loader is None or self._train_loader[0] is not datamodule:
+            loader = datamodule.neighbor_loader(self.num_neighbors, self.batch_size, shuffle=True)
+            self._train_loader = (datamodule, loader)
+        loader = self._train_loader[1]
+        if hasattr(loader, "graphssl_seed"):
+            set_loader_epoch(loader, epoch)  # type: ignore[arg-type]
+        return loader
 
     def steps_per_epoch(self, datamodule: DataModule) -> int:
         if not self.mini_batch:
@@ -291,7 +302,7 @@ class Trainer:
             method.train()
             sums: dict[str, float] = {}
             n_batches = 0
-            for batch in self._batches(datamodule, method):
+            for batch in self._batches(datamodule, method, epoch):
                 batch = move_to_device(batch, self.device)
                 optimizer.zero_grad(set_to_none=True)
                 out = method.loss(batch)

@@ -186,3 +186,81 @@ def test_num_neighbors_normalised_and_other_errors() -> None:
         TorchNeighborSampler(data, [2], subgraph_type="induced")
     with pytest.raises(TypeError, match="homogeneous"):
         TorchNeighborSampler(HeteroData(), [2])  # type: ignore[arg-type]
+
+
+def _hub_graph() -> Data:
+    """Nodes 0-9 with in-degrees 1..10 (hub 9 also gets 300 more), sources among 10-399."""
+    g = torch.Generator().manual_seed(1)
+    dst = torch.cat([torch.full((d,), d - 1) for d in range(1, 11)] + [torch.full((300,), 9)])
+    src = 10 + torch.randperm(390, generator=g).repeat(2)[: dst.numel()]
+    edge_index = torch.stack([src, dst])
+    edge_index = edge_index[:, torch.randperm(edge_index.size(1), generator=g)]
+    return Data(x=torch.randn(400, 2, generator=g), edge_index=edge_index, num_nodes=400)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 9, 10, 15])
+def test_without_replacement_and_fanout_bounds_around_the_degree(k: int) -> None:
+    # Degrees 1..10 and 310 around every k: below k (take all), k itself, k + 1 (Floyd's
+    # hardest case: one node left out) and far above it.
+    data = _hub_graph()
+    nbrs = _in_neighbors(data)
+    sampler = TorchNeighborSampler(data, [k], seed=k)
+    seeds = torch.arange(10)
+    for _ in range(20):
+        out = sampler._sample(seeds)
+        assert out.num_sampled_edges == [sum(min(k, len(nbrs[v])) for v in range(10))]
+        assert out.node[:10].tolist() == seeds.tolist()
+        assert out.node.unique().numel() == out.node.numel()
+        src, dst = out.node[out.row], out.node[out.col]
+        for v in range(10):
+            got = src[dst == v].tolist()
+            assert len(got) == len(set(got)) == min(k, len(nbrs[v]))
+            assert set(got) <= nbrs[v]
+        # edge ids point at CSC-sorted edges whose endpoints are the sampled ones
+        assert torch.equal(sampler.row[out.edge], src)
+        assert torch.equal(torch.searchsorted(sampler.colptr, out.edge, right=True) - 1, dst)
+
+
+def test_floyd_sample_is_uniform_over_subsets() -> None:
+    from itertools import combinations
+
+    from graphssl.data.sampler import _floyd_sample
+
+    deg, k, draws = 5, 2, 20_000
+    g = torch.Generator().manual_seed(0)
+    offsets = _floyd_sample(torch.full((draws,), deg), k, g)  # (k, draws)
+    assert offsets.shape == (k, draws)
+    assert bool((offsets >= 0).all() and (offsets < deg).all())
+    assert bool((offsets[0] != offsets[1]).all())
+    pairs = (offsets.min(0).values * deg + offsets.max(0).values).tolist()
+    counts = {a * deg + b: 0 for a, b in combinations(range(deg), k)}
+    for p in pairs:
+        counts[p] += 1
+    expected = draws / len(counts)  # 10 subsets, 2000 each
+    assert all(abs(c - expected) < 0.1 * expected for c in counts.values()), counts
+
+
+def test_loader_epochs_reshuffle_and_resume() -> None:
+    from graphssl.data.sampler import set_loader_epoch
+
+    data = _random_graph()
+
+    def epoch_batches(loader, epoch: int) -> list[torch.Tensor]:
+        set_loader_epoch(loader, epoch)
+        return [torch.cat([b.n_id, b.edge_index.view(-1)]) for b in loader]
+
+    kept = make_neighbor_loader(data, [3, 2], batch_size=64, shuffle=True, seed=5)
+    run = [epoch_batches(kept, e) for e in range(3)]
+    # epoch 0 is what a fresh loader gives; later epochs reshuffle and resample
+    fresh = [
+        torch.cat([b.n_id, b.edge_index.view(-1)])
+        for b in make_neighbor_loader(data, [3, 2], batch_size=64, shuffle=True, seed=5)
+    ]
+    assert all(torch.equal(a, b) for a, b in zip(run[0], fresh, strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(run[0], run[1], strict=True))
+    # a loader built anew and set to epoch 2 (a resumed run) repeats epoch 2
+    resumed = make_neighbor_loader(data, [3, 2], batch_size=64, shuffle=True, seed=5)
+    again = epoch_batches(resumed, 2)
+    assert all(torch.equal(a, b) for a, b in zip(run[2], again, strict=True))
+    with pytest.raises(ValueError, match="make_neighbor_loader"):
+        set_loader_epoch(torch.utils.data.DataLoader([1, 2]), 0)  # type: ignore[arg-type]

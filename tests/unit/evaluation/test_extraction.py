@@ -19,7 +19,7 @@ from graphssl.evaluation import extraction
 from graphssl.evaluation.extraction import _select_encoder, extract_embeddings
 from graphssl.methods.base import SSLMethod
 from graphssl.models.encode import encode
-from graphssl.models.encoders import GATEncoder, GCNEncoder, SAGEEncoder
+from graphssl.models.encoders import GATEncoder, GCNEncoder, MLPEncoder, SAGEEncoder
 
 SHARED_DATA = Path(os.environ.get("GRAPHSSL_SHARED_DATA", "/work/shared/data"))
 ENCODERS = {"gcn": GCNEncoder, "sage": SAGEEncoder, "gat": GATEncoder}
@@ -192,6 +192,46 @@ def test_default_num_neighbors_and_labels_none() -> None:
     assert y_mini is None
     assert torch.allclose(mini, full, atol=1e-6)
     assert graph.x.device.type == "cpu" and "edge_weight" not in graph  # datamodule untouched
+
+
+@pytest.mark.parametrize(
+    ("encoder", "source", "expected"),
+    [
+        (GCNEncoder(3, 8, num_layers=1), "auto", [-1]),
+        (SAGEEncoder(3, 8, num_layers=3), "encoder", [-1, -1, -1]),
+        (GATEncoder(3, 8, num_layers=2), "auto", [-1, -1]),
+        (MLPEncoder(3, 8, num_layers=2), "auto", [0]),  # an MLP reads no neighbours
+    ],
+)
+def test_default_fanout_follows_the_encoder_depth(
+    encoder: nn.Module, source: str, expected: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = _tiny_graph()
+    dm = _GraphDataModule("tiny", graph)
+    seen: list[list[int]] = []
+    real = dm.neighbor_loader
+
+    def spy(num_neighbors: list[int], *args: object, **kwargs: object) -> Iterable[Data]:
+        seen.append(list(num_neighbors))
+        return real(num_neighbors, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dm, "neighbor_loader", spy)
+    model = _OneEncoderMethod(encoder)
+    full, _ = extract_embeddings(model, dm, encoder_source=source)
+    mini, _ = extract_embeddings(model, dm, encoder_source=source, mini_batch=True)
+    assert seen == [expected]
+    torch.testing.assert_close(mini, full, atol=1e-6, rtol=0)
+
+
+def test_fanout_of_another_depth_is_an_error() -> None:
+    model = _OneEncoderMethod(SAGEEncoder(3, 8, num_layers=2))
+    dm = _GraphDataModule("tiny", _tiny_graph())
+    with pytest.raises(ValueError, match=r"num_neighbors=\[5, 5, 5\].*3 hop.*2 message-passing"):
+        extract_embeddings(model, dm, mini_batch=True, num_neighbors=[5, 5, 5])
+    # an encoder whose depth cannot be read keeps the two-hop default and any fanout
+    assert extraction.extraction_fanouts(None, nn.Linear(3, 3)) == [-1, -1]
+    assert extraction.extraction_fanouts([4, 4, 4], nn.Linear(3, 3)) == [4, 4, 4]
+    assert extraction.encoder_depth(model) == 2
 
 
 def test_training_mode_restored() -> None:

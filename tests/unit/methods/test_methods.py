@@ -121,6 +121,25 @@ def test_method_trains_on_mini_batches(model: str) -> None:
     assert len(result.losses) == 2 and all(math.isfinite(v) for v in result.losses)
 
 
+def test_mini_batch_loader_is_kept_across_epochs(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = small_config(
+        "dgi", "trainer.epochs=3", "trainer.mini_batch=true", "trainer.batch_size=64"
+    )
+    seed_everything(0)
+    dm = build_datamodule(cfg)
+    method = build_method(cfg, dm)
+    built: list[object] = []
+    real = dm.neighbor_loader
+
+    def counting(*args: object, **kwargs: object) -> object:
+        built.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return built[-1]
+
+    monkeypatch.setattr(dm, "neighbor_loader", counting)
+    result = instantiate(cfg.trainer).fit(method, dm)
+    assert len(result.losses) == 3 and len(built) == 1
+
+
 def test_training_is_deterministic() -> None:
     def once() -> torch.Tensor:
         cfg = small_config("grace", "trainer.epochs=3")

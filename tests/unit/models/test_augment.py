@@ -142,3 +142,24 @@ def test_augment_group_instantiates(name: str) -> None:
     data = graph(n=50)
     out = aug(data)
     assert out.num_nodes == 50 and out.x.shape == data.x.shape
+
+
+def test_edge_removal_keeps_sampled_hop_counts() -> None:
+    from graphssl.data.sampler import make_neighbor_loader
+    from graphssl.models.augment import DropEdge, DropNodes
+
+    g = torch.Generator().manual_seed(0)
+    graph = Data(
+        x=torch.randn(200, 3, generator=g),
+        edge_index=torch.randint(0, 200, (2, 1600), generator=g),
+    )
+    batch = next(iter(make_neighbor_loader(graph, [4, 3], batch_size=20)))
+    torch.manual_seed(0)
+    for augment in (DropEdge(0.5), DropNodes(0.3)):
+        view = augment(batch)
+        counts = view.num_sampled_edges
+        assert sum(counts) == view.edge_index.size(1) < batch.edge_index.size(1)
+        # hop h's edges target hop h - 1's nodes: the recount splits the kept edges right
+        first_hop = view.edge_index[:, : counts[0]]
+        assert bool((first_hop[1] < batch.batch_size).all())
+        assert bool((view.edge_index[1, counts[0] :] >= batch.batch_size).all())
