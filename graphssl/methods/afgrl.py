@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod, linear_widths
 from graphssl.methods.losses import bootstrap_cosine
 from graphssl.methods.momentum import cosine_ema_momentum, ema_update
 from graphssl.models.encode import encode
@@ -101,6 +101,11 @@ class AFGRL(SSLMethod):
     loss is the symmetric bootstrap cosine loss over positive pairs. Evaluation uses the online
     encoder.
 
+    Full-batch, the nearest-neighbour search compares all ``n²`` pairs of nodes
+    (:meth:`full_batch_loss_bytes`). In mini-batches it is batch-local: the neighbours, the
+    edges and the k-means clusters are those of the batch's ``batch_size`` seed nodes, so a step
+    costs ``batch_size²`` whatever the graph's size.
+
     Args:
         encoder: online GNN mapping ``(x, edge_index)`` to ``(N, D)``; the target is a copy.
         optimizer: partial optimizer constructor.
@@ -146,6 +151,14 @@ class AFGRL(SSLMethod):
         self.num_clusters = num_clusters
         self.num_kmeans = num_kmeans
         self.kmeans_iters = kmeans_iters
+
+    def full_batch_loss_bytes(self, num_nodes: int) -> int:
+        # afgrl_positives' n x n similarity matrix (its row-wise top-k works in place)
+        return num_nodes * num_nodes * self.itemsize()
+
+    def head_width(self) -> int:
+        widths = linear_widths(self.predictor)
+        return sum(widths) + widths[0]  # the BatchNorm of the hidden layer
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"online": self.online, "target": self.target, "encoder": self.online}

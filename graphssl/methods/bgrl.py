@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 from torch_geometric.nn.inits import reset
 
-from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod, linear_widths
 from graphssl.methods.losses import bootstrap_cosine
 from graphssl.methods.momentum import cosine_ema_momentum, ema_update
 from graphssl.models.augment import GraphAugment, edge_and_feature
@@ -68,6 +68,13 @@ class BGRL(SSLMethod):
         self.augment2 = augment2 or edge_and_feature(0.2, 0.4)
         self.momentum = momentum
 
+    #: one online pass per view (the target's passes keep no graph for backward)
+    encoder_passes = 2
+
+    def head_width(self) -> int:
+        widths = linear_widths(self.predictor)
+        return sum(widths) + widths[0]  # the BatchNorm of the hidden layer
+
     def encoders(self) -> dict[str, nn.Module]:
         return {"online": self.online, "target": self.target, "encoder": self.online}
 
@@ -81,8 +88,8 @@ class BGRL(SSLMethod):
     def loss(self, batch: Data) -> dict[str, Tensor]:
         v1, v2 = self.augment1(batch), self.augment2(batch)
         n = int(getattr(batch, "batch_size", batch.num_nodes))
-        p1 = self.predictor(encode(self.online, v1, seeds_only=True))[:n]
-        p2 = self.predictor(encode(self.online, v2, seeds_only=True))[:n]
+        p1 = self.predictor(encode(self.online, v1, seeds_only=True)[:n])  # seeds only
+        p2 = self.predictor(encode(self.online, v2, seeds_only=True)[:n])
         with torch.no_grad():
             t1 = encode(self.target, v1, seeds_only=True)[:n]
             t2 = encode(self.target, v2, seeds_only=True)[:n]

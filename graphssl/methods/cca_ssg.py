@@ -67,6 +67,12 @@ class CCASSG(SSLMethod):
         self.augment = augment or edge_and_feature(0.4, 0.1)
         self.lambd = lambd
 
+    #: one encoder pass per view
+    encoder_passes = 2
+
+    def head_width(self) -> int:
+        return int(self.encoder.out_channels)  # type: ignore[arg-type]  # the standardized copy
+
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
 

@@ -50,6 +50,9 @@ class DGI(SSLMethod):
         self.bias = nn.Parameter(torch.zeros(1))
         nn.init.xavier_uniform_(self.weight)
 
+    #: the graph and its corruption
+    encoder_passes = 2
+
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
 

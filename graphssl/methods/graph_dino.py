@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod, linear_widths
 from graphssl.methods.losses import dino_cross_entropy
 from graphssl.methods.momentum import cosine_ema_momentum, ema_update
 from graphssl.models.augment import GraphAugment, edge_and_feature
@@ -81,6 +81,14 @@ class GraphDINO(SSLMethod):
         self.center_momentum = center_momentum
         self.momentum = momentum
         self._batch_center: Tensor | None = None
+
+    #: one student pass per view
+    encoder_passes = 2
+
+    def head_width(self) -> int:
+        # the head's hidden layers and bottleneck, its prototype scores and their log-softmax
+        prototypes = int(self.center.size(1))  # type: ignore[operator]
+        return sum(linear_widths(self.student_head)) + 2 * prototypes
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"teacher": self.teacher, "student": self.student}

@@ -50,8 +50,9 @@ class GraphMAE(SSLMethod):
     reconstructed and original features of the masked nodes. Evaluation uses the encoder on the
     clean graph.
 
-    In mini-batches (``NeighborLoader``), nodes are masked over the whole sampled subgraph and the
-    loss covers every masked node of it.
+    In mini-batches (``NeighborLoader``), nodes are masked over the whole sampled subgraph, the
+    seed nodes and the other sampled nodes each at ``mask_rate``, and the loss covers the masked
+    seed nodes only (the other sampled nodes lack part of their neighbourhood).
 
     Args:
         encoder: GNN mapping ``(x, edge_index)`` to ``(N, D)`` (the paper: GAT, 4 heads).
@@ -125,13 +126,38 @@ class GraphMAE(SSLMethod):
     def forward(self, batch: Data) -> Tensor:
         return encode(self.encoder, batch, seeds_only=True)
 
-    def mask_features(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """Corrupt ``x`` ``(N, F)``; returns the encoder input and the masked node indices."""
+    def head_width(self) -> int:
+        return int(self.encoder_to_decoder.out_features + self.mask_token.size(1))
+
+    def full_batch_activation_bytes(self, num_nodes: int, num_edges: int) -> int:
+        # the decoder gathers one message of the feature size per edge (self-loops included):
+        # the messages, their attention-weighted copies and their gradient
+        messages = 3 * (num_edges + num_nodes) * self.mask_token.size(1) * self.itemsize()
+        return super().full_batch_activation_bytes(num_nodes, num_edges) + messages
+
+    def mask_features(self, x: Tensor, num_seeds: int | None = None) -> tuple[Tensor, Tensor]:
+        """Corrupt ``x`` ``(N, F)``; returns the encoder input and the masked node indices.
+
+        With ``num_seeds`` (a mini-batch whose first ``num_seeds`` rows are its seed nodes),
+        the seeds and the other rows are masked at ``mask_rate`` each, at least one seed, and
+        the masked seeds come first among the returned indices.
+        """
         n = x.size(0)
-        num_mask = max(1, int(self.mask_rate * n))
-        masked = torch.randperm(n, device=x.device)[:num_mask]
+        if num_seeds is None or num_seeds >= n:
+            num_mask = max(1, int(self.mask_rate * n))
+            masked = torch.randperm(n, device=x.device)[:num_mask]
+            order = masked
+        else:
+            seeds = torch.randperm(num_seeds, device=x.device)
+            rest = num_seeds + torch.randperm(n - num_seeds, device=x.device)
+            num_seed_mask = max(1, int(self.mask_rate * num_seeds))
+            num_rest_mask = int(self.mask_rate * (n - num_seeds))
+            masked = torch.cat([seeds[:num_seed_mask], rest[:num_rest_mask]])
+            num_mask = masked.numel()
+            # which masked nodes get noise is drawn independently of the seeds-first order
+            order = masked[torch.randperm(num_mask, device=x.device)]
         num_noise = int(self.replace_rate * num_mask)
-        token_nodes, noise_nodes = masked[num_noise:], masked[:num_noise]
+        token_nodes, noise_nodes = order[num_noise:], order[:num_noise]
         out = x.clone()
         out[token_nodes] = self.mask_token.to(x.dtype).expand(token_nodes.numel(), -1)
         if num_noise:
@@ -139,10 +165,14 @@ class GraphMAE(SSLMethod):
         return out, masked
 
     def loss(self, batch: Data) -> dict[str, Tensor]:
-        x_masked, masked = self.mask_features(batch.x)
+        num_seeds = getattr(batch, "batch_size", None)
+        x_masked, masked = self.mask_features(batch.x, num_seeds)
+        # the loss covers the masked seed nodes only in mini-batches
+        loss_nodes = masked if num_seeds is None else masked[masked < num_seeds]
         corrupted = copy.copy(batch)
         corrupted.x = F.dropout(x_masked, self.feat_drop, self.training)
         code = self.encoder_to_decoder(encode(self.encoder, corrupted))
         code = code.index_fill(0, masked, 0.0)  # re-mask
         recon = self.decoder(F.dropout(code, self.feat_drop, self.training), batch.edge_index)
-        return {"loss": scaled_cosine_error(recon[masked], batch.x[masked], self.gamma)}
+        x_rec, x = recon[loss_nodes], batch.x[loss_nodes]
+        return {"loss": scaled_cosine_error(x_rec, x, self.gamma)}

@@ -82,6 +82,10 @@ class DivergedError(RuntimeError):
     """The loss became NaN or infinite."""
 
 
+class MemoryBudgetError(ValueError):
+    """A full-batch run would need more memory than ``trainer.memory_budget_gb``."""
+
+
 class Trainer:
     """Trains any :class:`~graphssl.methods.base.SSLMethod` on a DataModule.
 
@@ -100,6 +104,10 @@ class Trainer:
         checkpoint_every: write a checkpoint every this many epochs to ``checkpoint_path``;
             ``None`` disables checkpoints (default: ``None``).
         checkpoint_path: where checkpoints go (the pipeline sets it per configuration).
+        memory_budget_gb: full-batch training on a node-level graph is refused before the first
+            epoch when the method's estimate of one step's memory
+            (:meth:`~graphssl.methods.base.SSLMethod.full_batch_bytes`) exceeds this many GiB;
+            ``None`` disables the check (default: ``8.0``).
         callbacks: objects with :class:`Callback` hooks; one may end training after the
             current epoch by setting :attr:`should_stop` (e.g. selection on a validation probe).
     """
@@ -117,6 +125,7 @@ class Trainer:
         checkpoint_every: int | None = None,
         checkpoint_path: str | None = None,
         callbacks: Iterable[Callback] = (),
+        memory_budget_gb: float | None = 8.0,
     ) -> None:
         for name, value in (("epochs", epochs), ("batch_size", batch_size)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -133,6 +142,11 @@ class Trainer:
             raise ValueError(
                 f"trainer.checkpoint_every must be >= 1 or null, got {checkpoint_every}"
             )
+        if memory_budget_gb is not None and not memory_budget_gb > 0:
+            raise ValueError(
+                f"trainer.memory_budget_gb must be > 0 or null, got {memory_budget_gb}"
+            )
+        self.memory_budget_gb = memory_budget_gb
         self.epochs = epochs
         self.device = torch.device(device)
         self.patience = patience
@@ -209,6 +223,23 @@ class Trainer:
                 f"set trainer.mini_batch=false"
             )
 
+    def _check_memory_budget(self, datamodule: DataModule, method: SSLMethod) -> None:
+        """Refuse full-batch training whose estimated step memory exceeds the budget."""
+        if self.mini_batch or datamodule.is_graph_level or self.memory_budget_gb is None:
+            return
+        n, e = int(datamodule.data.num_nodes), int(datamodule.data.num_edges)
+        need, budget = method.full_batch_bytes(n, e), self.memory_budget_gb * 2**30
+        if need > budget:
+            raise MemoryBudgetError(
+                f"{type(method).__name__} full-batch training on {n:,} nodes ({e:,} edges) "
+                f"needs an estimated {need:,} bytes ({need / 2**30:.1f} GiB) for one step "
+                f"({method.full_batch_loss_bytes(n) / 2**30:.1f} GiB in the loss, the rest in "
+                f"activations), above trainer.memory_budget_gb={self.memory_budget_gb:g}; "
+                f"train on neighbour-sampled mini-batches with trainer.mini_batch=true (the loss "
+                f"then covers trainer.batch_size={self.batch_size} seed nodes per step), or raise "
+                f"trainer.memory_budget_gb if this machine has the memory"
+            )
+
     def _batches(self, datamodule: DataModule, method: SSLMethod, epoch: int) -> Iterable[Data]:
         if not self.mini_batch:
             return datamodule.train_dataloader()
@@ -235,6 +266,7 @@ class Trainer:
         """Train ``method`` for up to :attr:`epochs` epochs and return the per-epoch losses."""
         datamodule.setup()
         self._check_mini_batch(datamodule, method)
+        self._check_memory_budget(datamodule, method)
         method.to(self.device)
         result = FitResult()
         self.should_stop = False

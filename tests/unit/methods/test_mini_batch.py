@@ -1,0 +1,163 @@
+"""Mini-batch training of every node-level method on a generated graph of a few thousand nodes:
+the loss is finite and falls, and it only touches the batch's seed rows (so an all-pairs loss
+costs ``batch_size²``, not ``n²``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from torch import Tensor
+
+from graphssl.methods.graphmae import GraphMAE
+from graphssl.models.encoders import GCNEncoder
+from graphssl.tasks.components import build_datamodule, build_method, resolve_config
+from graphssl.utils import seed_everything
+
+CONF = Path(__file__).resolve().parents[3] / "conf"
+BATCH_SIZE = 128
+
+#: each node-level method, and the loss function of its module whose inputs are the rows the
+#: loss reads (their first dimension must be the number of seed nodes)
+LOSS_FUNCTIONS = {
+    "dgi": "dgi_bce",
+    "grace": "info_nce",
+    "bgrl": "bootstrap_cosine",
+    "afgrl": "afgrl_positives",
+    "graphmae": "scaled_cosine_error",
+    "cca_ssg": "cca_ssg_loss",
+    "graph_dino": "dino_cross_entropy",
+}
+#: the per-node heads after the encoder, which must see the seed rows only
+HEADS = {
+    "grace": ["projector"],
+    "bgrl": ["predictor"],
+    "afgrl": ["predictor"],
+    "graph_dino": ["student_head", "teacher_head"],
+}
+
+
+def sbm_config(model: str, *extra: str) -> Any:
+    """``model`` on a 2,000-node, 4-community SBM, mini-batches of 128 seeds, [5, 5] fanout."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name="train",
+            overrides=[
+                f"model={model}",
+                "dataset=sbm",
+                "dataset.num_blocks=4",
+                "dataset.block_size=500",
+                "dataset.p_in=0.02",
+                "dataset.p_out=0.002",
+                "encoder.hidden_channels=32",
+                "encoder.num_layers=2",
+                "trainer.mini_batch=true",
+                f"trainer.batch_size={BATCH_SIZE}",
+                "trainer.num_neighbors=[5,5]",
+                "trainer.patience=null",
+                "trainer.progress=false",
+                *extra,
+            ],
+        )
+    return resolve_config(cfg)
+
+
+@pytest.mark.parametrize("model", sorted(LOSS_FUNCTIONS))
+def test_mini_batch_loss_is_finite_and_falls(model: str) -> None:
+    cfg = sbm_config(model, "trainer.epochs=6")
+    seed_everything(0)
+    dm = build_datamodule(cfg)
+    method = build_method(cfg, dm)
+    assert method.supports_mini_batch
+    losses = instantiate(cfg.trainer).fit(method, dm).losses
+    assert len(losses) == 6 and all(math.isfinite(v) for v in losses)
+    first, last = sum(losses[:2]) / 2, sum(losses[-2:]) / 2
+    assert last < first, f"{model}: mini-batch loss did not fall ({first:.4f} -> {last:.4f})"
+
+
+def _first_dims(value: Any) -> list[int]:
+    """The first dimension of every tensor in ``value`` (a tensor or a sequence of them)."""
+    if isinstance(value, Tensor):
+        return [value.size(0)] if value.dim() else []
+    if isinstance(value, (list, tuple)):
+        return [d for v in value for d in _first_dims(v)]
+    return []
+
+
+@pytest.mark.parametrize("model", sorted(LOSS_FUNCTIONS))
+def test_mini_batch_loss_reads_seed_rows_only(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = sbm_config(model)
+    seed_everything(0)
+    dm = build_datamodule(cfg)
+    method = build_method(cfg, dm)
+    batch = next(iter(dm.neighbor_loader([5, 5], BATCH_SIZE, shuffle=True)))
+    assert batch.batch_size == BATCH_SIZE < batch.num_nodes  # the loss has other rows to misuse
+
+    module = __import__(type(method).__module__, fromlist=["_"])
+    name = LOSS_FUNCTIONS[model]
+    real: Callable[..., Any] = getattr(module, name)
+    rows: list[int] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        rows.extend(d for a in args[:2] for d in _first_dims(a))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    head_rows: list[int] = []
+    for head in HEADS.get(model, []):
+        getattr(method, head).register_forward_pre_hook(
+            lambda _m, args: head_rows.append(args[0].size(0))
+        )
+    method.train()
+    out = method.loss(batch)
+    assert torch.isfinite(out["loss"])
+    assert rows, f"{model}: {name} was not called"
+    assert set(head_rows) <= {BATCH_SIZE} and len(head_rows) >= len(HEADS.get(model, []))
+    if model == "graphmae":  # the masked seed nodes, at mask_rate of the seeds
+        assert set(rows) == {max(1, int(method.mask_rate * BATCH_SIZE))}
+    else:  # GRACE: the similarity matrices are batch_size x batch_size
+        assert set(rows) == {BATCH_SIZE}, f"{model}: {name} saw rows {sorted(set(rows))}"
+
+
+def test_grace_similarity_is_batch_size_squared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every matrix product in GRACE's mini-batch loss is at most batch_size x batch_size."""
+    cfg = sbm_config("grace")
+    seed_everything(0)
+    dm = build_datamodule(cfg)
+    method = build_method(cfg, dm)
+    batch = next(iter(dm.neighbor_loader([5, 5], BATCH_SIZE, shuffle=True)))
+    import graphssl.methods.losses as losses
+
+    shapes: list[tuple[int, ...]] = []
+    real_exp = torch.exp
+
+    def exp(t: Tensor) -> Tensor:
+        shapes.append(tuple(t.shape))
+        return real_exp(t)
+
+    monkeypatch.setattr(losses.torch, "exp", exp)
+    method.loss(batch)["loss"].backward()
+    assert shapes and set(shapes) == {(BATCH_SIZE, BATCH_SIZE)}
+
+
+def test_graphmae_masks_seeds_and_other_nodes_at_the_rate() -> None:
+    torch.manual_seed(0)
+    method = GraphMAE(GCNEncoder(8, 16, 2), mask_rate=0.5, replace_rate=0.2)
+    with torch.no_grad():
+        method.mask_token.fill_(7.0)
+    x = torch.randn(100, 8)
+    out, masked = method.mask_features(x, num_seeds=30)
+    assert masked.unique().numel() == masked.numel() == 15 + 35
+    assert (masked[:15] < 30).all() and (masked[15:] >= 30).all()  # seeds first
+    is_token = (out == 7.0).all(dim=1)
+    assert int(is_token.sum()) == 50 - 10  # 10 of the 50 masked get other nodes' features
+    assert not is_token[~torch.isin(torch.arange(100), masked)].any()
+    # a single seed is still masked
+    _, masked = method.mask_features(x, num_seeds=1)
+    assert int((masked < 1).sum()) == 1
