@@ -4,7 +4,7 @@ The protocol of Wu et al., *Unsupervised Feature Learning via Non-Parametric Ins
 Discrimination*, CVPR 2018 (https://arxiv.org/abs/1805.01978), as implemented in DINO's
 ``eval_knn.py`` (Caron et al., ICCV 2021, https://arxiv.org/abs/2104.14294): neighbours by
 cosine similarity, votes weighted by ``exp(similarity / T)`` with ``T = 0.07``
-(metrics-spec §11.3, §15); ``weighting="uniform"`` gives the plain majority vote.
+(DINO's defaults); ``weighting="uniform"`` gives the plain majority vote.
 
 Exactness and speed. Similarities are defined in float64 and neighbours with equal similarity
 are ordered by their position in the training split. The evaluated split is processed
@@ -14,7 +14,9 @@ float64, and the result is kept only when a rounding-error bound proves that no 
 row can enter the top ``k``; rows without that certificate (near-duplicate training rows) are
 screened again in float64. (Exact ties among more than ``2k + 16`` training rows are broken
 arbitrarily.) The predictions are therefore those of a float64 computation, the same
-for every ``chunk_size``.
+for every ``chunk_size`` and search backend: the float32 screening runs on faiss's exact flat
+index where it is installed (``backend="auto"`` or ``"faiss"``), else on torch matmuls
+(:class:`~graphssl.neighbors.NeighborIndex`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from graphssl.evaluation.linear_probe import (
     _encode_classes,
     _prepare_inputs,
 )
+from graphssl.neighbors import BACKENDS, Backend, NeighborIndex, resolve_backend
 
 __all__ = ["KNNEvaluator"]
 
@@ -72,6 +75,9 @@ class KNNEvaluator:
             ogbn-arxiv test split); the predictions are identical (default: ``4096``).
         weighting: ``"exp"`` or ``"uniform"`` (default: ``"exp"``).
         temperature: ``T`` of the ``"exp"`` weights (default: ``0.07``).
+        backend: float32 screening search, ``"auto"`` (faiss where installed and the
+            embeddings are on the CPU), ``"faiss"`` or ``"torch"``; the neighbours are the same
+            with each (default: ``"auto"``).
 
     Attributes (after :meth:`fit`):
         classes_: ``[C]`` class ids seen in the training split.
@@ -85,6 +91,7 @@ class KNNEvaluator:
         chunk_size: int = 4096,
         weighting: Weighting = "exp",
         temperature: float = 0.07,
+        backend: Backend = "auto",
     ) -> None:
         if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool):
             raise TypeError(f"chunk_size must be an integer, got {chunk_size!r}")
@@ -101,7 +108,10 @@ class KNNEvaluator:
         self.k: int = int(k)
         self.chunk_size: int = int(chunk_size)
         self.weighting: Weighting = weighting
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.temperature: float = float(temperature)
+        self.backend: Backend = backend
 
     # ------------------------------------------------------------------ public API
     def fit(
@@ -168,7 +178,9 @@ class KNNEvaluator:
             )
         self.classes_, self.train_labels_ = _encode_classes(y_train)
         self.train_embeddings_ = _l2_normalize(x_train)
-        self._screen = self.train_embeddings_.to(_screen_dtype(x_train.device))
+        self._search = resolve_backend(self.backend, x_train.device)
+        dtype = torch.float32 if self._search == "faiss" else _screen_dtype(x_train.device)
+        self._screen = self.train_embeddings_.to(dtype)
         self.n_features_in_ = x_train.shape[1]
 
     def _check_fitted(self) -> None:
@@ -207,12 +219,11 @@ class KNNEvaluator:
         m = q.shape[0]
         out_sims = q.new_empty(m, k)
         out_nbrs = torch.empty(m, k, dtype=torch.long, device=q.device)
-        buffer = screen.new_empty(min(self.chunk_size, m), n_train)
+        index = NeighborIndex(screen, "ip", self._search, self.chunk_size)
         for start in range(0, m, self.chunk_size):
             stop = min(start + self.chunk_size, m)
             q_chunk = q[start:stop]
-            sims = torch.mm(q_chunk.to(screen.dtype), screen.T, out=buffer[: stop - start])
-            cand_sims, cand = sims.topk(n_cand, dim=1)
+            cand_sims, cand = index.search(q_chunk.to(screen.dtype), n_cand)
             top_sims, top_nbrs = self._rescore(q_chunk, cand)
             if n_cand < n_train:
                 # A row outside the candidates scores at most the last candidate's screened
@@ -245,5 +256,6 @@ class KNNEvaluator:
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(k={self.k}, chunk_size={self.chunk_size}, "
-            f"weighting={self.weighting!r}, temperature={self.temperature})"
+            f"weighting={self.weighting!r}, temperature={self.temperature}, "
+            f"backend={self.backend!r})"
         )
