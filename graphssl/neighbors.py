@@ -23,6 +23,7 @@ that bound.
 from __future__ import annotations
 
 import importlib.util
+import logging
 from typing import Literal
 
 import torch
@@ -40,6 +41,14 @@ __all__ = [
 Backend = Literal["auto", "faiss", "torch"]
 NeighborMetric = Literal["ip", "l2"]
 BACKENDS = ("auto", "faiss", "torch")
+
+
+def _import_faiss():  # type: ignore[no-untyped-def]
+    """``import faiss`` without its loader's INFO lines about which CPU build it tried."""
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+    import faiss
+
+    return faiss
 
 
 def faiss_available() -> bool:
@@ -101,8 +110,7 @@ class NeighborIndex:
         self.device = ref.device
         self.num_rows, self.dim = ref.shape
         if self.backend == "faiss":
-            import faiss
-
+            faiss = _import_faiss()
             data = ref.detach().to("cpu", torch.float32).contiguous().numpy()
             self._faiss = (faiss.IndexFlatIP if metric == "ip" else faiss.IndexFlatL2)(self.dim)
             self._faiss.add(data)
@@ -148,8 +156,7 @@ class NeighborIndex:
         return sims, idx
 
     def _search_faiss(self, query: Tensor, k: int) -> tuple[Tensor, Tensor]:
-        import faiss
-
+        faiss = _import_faiss()
         q = query.detach().to("cpu", torch.float32).contiguous().numpy()
         previous = faiss.omp_get_max_threads()
         faiss.omp_set_num_threads(torch.get_num_threads())
