@@ -15,7 +15,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "graphssl"
 #: the layers, lowest first; a module may import its own layer and the ones before it
 LAYERS = ("data", "models", "methods", "training", "evaluation", "tracking", "tasks", "cli")
 #: modules outside the layer folders, and the layer they belong to
-TOP_LEVEL = {"utils": "base", "__init__": "base", "cli": "cli", "__main__": "cli"}
+TOP_LEVEL = {
+    "utils": "base",
+    "neighbors": "base",
+    "__init__": "base",
+    "cli": "cli",
+    "__main__": "cli",
+}
 #: evaluation consumes tensors: it never imports a method or the trainer
 EVALUATION_NEVER = ("methods", "training")
 

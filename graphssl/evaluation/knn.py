@@ -3,8 +3,8 @@
 The protocol of Wu et al., *Unsupervised Feature Learning via Non-Parametric Instance
 Discrimination*, CVPR 2018 (https://arxiv.org/abs/1805.01978), as implemented in DINO's
 ``eval_knn.py`` (Caron et al., ICCV 2021, https://arxiv.org/abs/2104.14294): neighbours by
-cosine similarity, votes weighted by ``exp(similarity / T)`` with ``T = 0.07``;
-``weighting="uniform"`` gives the plain majority vote.
+cosine similarity, votes weighted by ``exp(similarity / T)`` with ``T = 0.07``
+(DINO's defaults); ``weighting="uniform"`` gives the plain majority vote.
 
 Exactness and speed. Similarities are defined in float64 and neighbours with equal similarity
 are ordered by their position in the training split. The evaluated split is processed
@@ -14,7 +14,9 @@ float64, and the result is kept only when a rounding-error bound proves that no 
 row can enter the top ``k``; rows without that certificate (near-duplicate training rows) are
 screened again in float64. (Exact ties among more than ``2k + 16`` training rows are broken
 arbitrarily.) The predictions are therefore those of a float64 computation, the same
-for every ``chunk_size``.
+for every ``chunk_size`` and search backend: the float32 screening runs on faiss's exact flat
+index where it is installed (``backend="auto"`` or ``"faiss"``), else on torch matmuls
+(:class:`~graphssl.neighbors.NeighborIndex`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from graphssl.evaluation.probe_inputs import (
     encode_classes,
     prepare_inputs,
 )
+from graphssl.neighbors import BACKENDS, Backend, NeighborIndex, resolve_backend
 
 __all__ = ["KNNEvaluator"]
 
@@ -73,6 +76,9 @@ class KNNEvaluator(Probe):
             ogbn-arxiv test split); the predictions are identical (default: ``4096``).
         weighting: ``"exp"`` or ``"uniform"`` (default: ``"exp"``).
         temperature: ``T`` of the ``"exp"`` weights (default: ``0.07``).
+        backend: float32 screening search, ``"auto"`` (faiss where installed and the
+            embeddings are on the CPU), ``"faiss"`` or ``"torch"``; the neighbours are the same
+            with each (default: ``"auto"``).
 
     Attributes (after :meth:`fit`):
         classes_: ``[C]`` class ids seen in the training split.
@@ -86,6 +92,7 @@ class KNNEvaluator(Probe):
         chunk_size: int = 4096,
         weighting: Weighting = "exp",
         temperature: float = 0.07,
+        backend: Backend = "auto",
     ) -> None:
         if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool):
             raise TypeError(f"chunk_size must be an integer, got {chunk_size!r}")
@@ -102,7 +109,10 @@ class KNNEvaluator(Probe):
         self.k: int = int(k)
         self.chunk_size: int = int(chunk_size)
         self.weighting: Weighting = weighting
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.temperature: float = float(temperature)
+        self.backend: Backend = backend
 
     # ------------------------------------------------------------------ public API
     def fit(
@@ -158,7 +168,9 @@ class KNNEvaluator(Probe):
             )
         self.classes_, self.train_labels_ = encode_classes(y_train)
         self.train_embeddings_ = _l2_normalize(x_train)
-        self._screen = self.train_embeddings_.to(_screen_dtype(x_train.device))
+        self._search = resolve_backend(self.backend, x_train.device)
+        dtype = torch.float32 if self._search == "faiss" else _screen_dtype(x_train.device)
+        self._screen = self.train_embeddings_.to(dtype)
         self.n_features_in_ = x_train.shape[1]
 
     def _check_fitted(self) -> None:
@@ -197,12 +209,11 @@ class KNNEvaluator(Probe):
         m = q.shape[0]
         out_sims = q.new_empty(m, k)
         out_nbrs = torch.empty(m, k, dtype=torch.long, device=q.device)
-        buffer = screen.new_empty(min(self.chunk_size, m), n_train)
+        index = NeighborIndex(screen, "ip", self._search, self.chunk_size)
         for start in range(0, m, self.chunk_size):
             stop = min(start + self.chunk_size, m)
             q_chunk = q[start:stop]
-            sims = torch.mm(q_chunk.to(screen.dtype), screen.T, out=buffer[: stop - start])
-            cand_sims, cand = sims.topk(n_cand, dim=1)
+            cand_sims, cand = index.search(q_chunk.to(screen.dtype), n_cand)
             top_sims, top_nbrs = self._rescore(q_chunk, cand)
             if n_cand < n_train:
                 # A row outside the candidates scores at most the last candidate's screened
@@ -235,5 +246,6 @@ class KNNEvaluator(Probe):
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(k={self.k}, chunk_size={self.chunk_size}, "
-            f"weighting={self.weighting!r}, temperature={self.temperature})"
+            f"weighting={self.weighting!r}, temperature={self.temperature}, "
+            f"backend={self.backend!r})"
         )
