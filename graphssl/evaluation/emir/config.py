@@ -68,8 +68,12 @@ class EMIRConfig:
         vectorize: fit all sources of one target at once, in one stacked conditional net
             (every source's parameters initialised as the one-pair path initialises them, the
             same minibatch order, one optimizer step for all): the same values as fitting the
-            pairs one at a time up to float rounding, fewer, larger operations. Only used by
-            :func:`pairwise_information_sufficiency` (default: ``True``).
+            pairs one at a time up to float32 rounding (observed <= 6e-5 after 2 epochs on
+            3,000 rows), fewer, larger operations. On CPU the fit is bound by the matrix
+            products, which already run at the cores' peak one pair at a time, so it saves
+            little (1.35x at d_Z = 64, 1.0x at 256; benchmarks/bench_emir.py --paths both);
+            meant for accelerators, where per-operation overhead dominates. Only used by
+            :func:`pairwise_information_sufficiency` (default: ``False``).
     """
 
     batch_size: int = 64
