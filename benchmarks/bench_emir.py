@@ -1,9 +1,16 @@
 """Speed benchmark of the EMIR pairwise information-sufficiency matrix.
 
-Default workload (the target in the brief): 10 embedders x 10,000 rows, dimensions 64..256, every
+Default workload: 10 embedders x 10,000 rows, dimensions 64..256, every
 embedder a different random linear view (plus tanh and noise) of some of three shared latents;
 all 90 ordered pairs with the default :class:`~graphssl.evaluation.emir.EMIRConfig` (KNIFEArgs
-defaults: batch 64, 8 modes, 10 + 5 epochs). Target: <= 15 minutes on 2 CPU cores.
+defaults: batch 64, 8 modes, 10 + 5 epochs; fitted on 80 % of the rows and scored in-sample and
+held-out).
+
+``--paths both`` times the two ways of fitting one target's column side by side, in this process,
+one torch thread: one pair at a time (``vectorize=False``) and all sources of the target in one
+stacked net (``vectorize=True``), alternating per target so that a change of machine load hits both
+alike; it prints CPU and wall seconds per path, their ratio, the largest difference between the
+two columns, and the load average (the machine may be shared: compare the ratio, not the times).
 
 The full run calls :func:`~graphssl.evaluation.emir.pairwise_information_sufficiency` with
 ``n_jobs`` worker processes (``--n-jobs``, default ``-1``: one per core, one torch thread each),
@@ -24,6 +31,7 @@ Usage::
     python benchmarks/bench_emir.py                   # all 90 pairs, one worker per core
     python benchmarks/bench_emir.py --n-jobs 1        # all 90 pairs in this process
     python benchmarks/bench_emir.py --max-pairs 12    # sample + projection
+    python benchmarks/bench_emir.py --paths both --targets 0 5 9 --n-rows 3000 --epochs 2
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import argparse
 import platform
 import random
 import time
+from dataclasses import replace
 
 import torch
 
@@ -93,12 +102,25 @@ def main() -> None:
         help="torch intra-op threads (default: leave PyTorch's default). With 1 thread the "
         "process CPU time is the wall time of an idle core.",
     )
+    parser.add_argument(
+        "--paths",
+        choices=["one", "both"],
+        default="one",
+        help="both: time the one-pair and the vectorised path side by side on --targets",
+    )
+    parser.add_argument("--targets", type=int, nargs="+", default=None, help="with --paths both")
+    parser.add_argument("--epochs", type=int, default=None, help="override n_epochs")
+    parser.add_argument("--vectorize", action="store_true", help="full run: vectorised path")
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
-    config = EMIRConfig(seed=args.seed, n_jobs=args.n_jobs)
+    extra = {} if args.epochs is None else {"n_epochs": args.epochs}
+    config = EMIRConfig(seed=args.seed, n_jobs=args.n_jobs, vectorize=args.vectorize, **extra)
     embeddings = make_embeddings(args.n_rows, args.dims, seed=args.seed)
+    if args.paths == "both":
+        compare_paths(embeddings, config, args.targets or list(range(len(embeddings))))
+        return
     names = list(embeddings)
     all_pairs = [(u, z) for z in names for u in names if u != z]
     pairs = all_pairs
@@ -219,7 +241,50 @@ def run_parallel(embeddings: dict[str, torch.Tensor], config: EMIRConfig, n_pair
     )
     print(
         f"total for all {n_pairs} pairs (measured): {total / 60:.2f} min wall "
-        f"(target <= 15 min): ratio to target {total / 900:.3f}"
+        f"(target <= 3 min): ratio to target {total / 180:.3f}"
+    )
+
+
+def compare_paths(
+    embeddings: dict[str, torch.Tensor], config: EMIRConfig, targets: list[int]
+) -> None:
+    """Per target column: one pair at a time vs one stacked net, alternating, one thread."""
+    from graphssl.evaluation.emir.knife import prepare
+    from graphssl.evaluation.emir.pairwise import _target_column
+
+    torch.set_num_threads(1)
+    names = list(embeddings)
+    prepared = {k: prepare(v, k, config) for k, v in embeddings.items()}
+    print(f"uptime load avg at start: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("| target | d_Z | one-pair CPU s | stacked CPU s | CPU ratio | wall ratio | max |diff| |")
+    print("|---|---|---|---|---|---|---|")
+    totals = {False: [0.0, 0.0], True: [0.0, 0.0]}
+    for j in targets:
+        columns = {}
+        spent = {}
+        for vectorize in (False, True):
+            cfg = replace(config, vectorize=vectorize, n_jobs=1)
+            cpu, wall = time.process_time(), time.perf_counter()
+            columns[vectorize] = _target_column(j, names, prepared, cfg)
+            spent[vectorize] = (time.process_time() - cpu, time.perf_counter() - wall)
+            totals[vectorize][0] += spent[vectorize][0]
+            totals[vectorize][1] += spent[vectorize][1]
+        diff = max(
+            abs(a[1].i_s_per_dim - b[1].i_s_per_dim)
+            for a, b in zip(columns[False], columns[True], strict=True)
+        )
+        print(
+            f"| {names[j]} | {prepared[names[j]][0].shape[1]} | {spent[False][0]:.1f} | "
+            f"{spent[True][0]:.1f} | {spent[False][0] / spent[True][0]:.2f} | "
+            f"{spent[False][1] / spent[True][1]:.2f} | {diff:.1e} |",
+            flush=True,
+        )
+    print(
+        f"all targets: one-pair {totals[False][0]:.1f} CPU s / {totals[False][1]:.1f} wall s, "
+        f"stacked {totals[True][0]:.1f} CPU s / {totals[True][1]:.1f} wall s; speed-up of the "
+        f"stacked path {totals[False][0] / totals[True][0]:.2f}x CPU, "
+        f"{totals[False][1] / totals[True][1]:.2f}x wall; load avg at end "
+        + "/".join(f"{x:.2f}" for x in os.getloadavg())
     )
 
 

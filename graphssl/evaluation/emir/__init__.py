@@ -10,9 +10,11 @@ estimated with KNIFE Gaussian mixtures (:mod:`~graphssl.evaluation.emir.knife`),
 ordered pair of embedders (:mod:`~graphssl.evaluation.emir.pairwise`). Pairs are turned into a
 model score by :func:`informativeness` (median over reference targets of ``I_S(U -> Z) / d_Z``;
 higher is better), and into a predictiveness graph whose Louvain communities group embedders that
-carry the same information (:mod:`~graphssl.evaluation.emir.graph`). :func:`cross_encoder_l2` is
-the reconstruction-error baseline (:mod:`~graphssl.evaluation.emir.cross_encoder`; lower is
-better).
+carry the same information (:mod:`~graphssl.evaluation.emir.graph`). Every pair is scored both
+on the rows its kernels were fitted on (in-sample, the authors' choice) and on held-out rows;
+:func:`emir_reliability` says when a comparison is too small for the two to agree.
+:func:`cross_encoder_l2` is the reconstruction-error baseline
+(:mod:`~graphssl.evaluation.emir.cross_encoder`; lower is better).
 """
 
 from graphssl.evaluation.emir.config import (
@@ -35,18 +37,29 @@ from graphssl.evaluation.emir.knife import (
     fit_marginal,
     information_sufficiency,
 )
-from graphssl.evaluation.emir.pairwise import pairwise_information_sufficiency
+from graphssl.evaluation.emir.pairwise import PairwiseEMIR, pairwise_information_sufficiency
+from graphssl.evaluation.emir.reliability import (
+    MIN_EMBEDDERS,
+    MIN_ROWS_PER_TARGET_DIM,
+    emir_reliability,
+)
+from graphssl.evaluation.emir.stacked import StackedConditionalKernel
 
 __all__ = [
     "CONDITIONAL_ENTROPY_FLOOR_PER_DIM",
     "GAUSSIAN_ENTROPY_PER_DIM",
+    "MIN_EMBEDDERS",
+    "MIN_ROWS_PER_TARGET_DIM",
     "ConditionalKernel",
     "EMIRConfig",
     "EMIRResult",
     "MarginalKernel",
+    "PairwiseEMIR",
+    "StackedConditionalKernel",
     "communities",
     "cross_encoder_l2",
     "cross_encoder_ranking",
+    "emir_reliability",
     "fit_conditional",
     "fit_marginal",
     "information_sufficiency",

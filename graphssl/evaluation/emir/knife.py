@@ -9,7 +9,9 @@ https://arxiv.org/abs/2202.06618). Reference code: ``ills-montreal/emir``
 Both entropies are cross-entropy estimates: a diagonal Gaussian mixture fitted to ``z``
 (:class:`MarginalKernel`) and a Gaussian mixture whose weights, means and scales are produced from
 ``u`` by a small feed-forward net (:class:`ConditionalKernel`), both trained by maximum likelihood
-on z-scored embeddings and evaluated on the training samples.
+on z-scored embeddings and evaluated on the training samples (the in-sample figure, as the
+reference code) and, by default, also on a seeded held-out part of the rows (the held-out figure
+of the same fitted kernels).
 
 Known limitation: the scale clamp ``s = exp(tanh(l))`` bounds every component's std to
 ``[1/e, e]``, so ``H(Z|U) / d_Z >= 1/2 log(2 pi) - 1 = -0.0811`` and ``I_S / d_Z`` is capped at
@@ -35,6 +37,8 @@ __all__ = [
     "fit_marginal",
     "information_sufficiency",
     "information_sufficiency_prepared",
+    "make_result",
+    "marginal_entropies",
     "mean_nll_marginal",
     "prepare",
     "split_rows",
@@ -50,19 +54,21 @@ def _mixture_logpdf(
 ) -> Tensor:
     """Log-density of a diagonal Gaussian mixture parametrised by precision scales.
 
+    Any leading dimensions broadcast (the stacked conditional net adds one for the sources).
+
     Args:
-        z: ``[B, d]`` points.
-        log_w: ``[B or 1, K]`` log mixture weights.
-        mu: ``[B or 1, K, d]`` means.
-        raw_scale: ``[B or 1, K, d]`` ``l``, with ``s = exp(tanh(l))`` (or ``exp(l)``).
+        z: ``[..., B, d]`` points.
+        log_w: ``[..., B or 1, K]`` log mixture weights.
+        mu: ``[..., B or 1, K, d]`` means.
+        raw_scale: ``[..., B or 1, K, d]`` ``l``, with ``s = exp(tanh(l))`` (or ``exp(l)``).
         use_tanh: apply the tanh clamp.
 
     Returns:
-        ``[B]`` ``log p(z)``.
+        ``[..., B]`` ``log p(z)``.
     """
     log_s = torch.tanh(raw_scale) if use_tanh else raw_scale
     s = log_s.exp()
-    y = s * (z.unsqueeze(1) - mu)  # [B, K, d]
+    y = s * (z.unsqueeze(-2) - mu)  # [..., B, K, d]
     quad = (y * y).sum(dim=-1)  # [B, K]
     # The reference takes log(|s| + 1e-8). Under the tanh clamp s >= 1/e, where the 1e-8 is below
     # half an ulp of s in float32 (s + 1e-8 == s), so log|s| = tanh(l) up to rounding.
@@ -170,15 +176,15 @@ class ConditionalKernel(nn.Module):
 
 
 def split_rows(n: int, config: EMIRConfig) -> tuple[Tensor | None, Tensor | None]:
-    """``(train_idx, eval_idx)``; ``None`` means all rows (the default, as the reference code),
-    a seeded random split when ``config.held_out``."""
-    if not config.held_out:
+    """``(fit_idx, held_out_idx)``: a seeded random split when ``config.splits_rows``;
+    ``(None, None)`` (fit and score all rows, as the reference code) otherwise."""
+    if not config.splits_rows:
         return None, None
     n_eval = round(n * config.held_out_fraction)
     if n_eval < 1 or n - n_eval < 1:
         raise ValueError(
             f"held_out_fraction={config.held_out_fraction} of {n} rows leaves an empty part; "
-            "use more rows or held_out=False"
+            "use more rows or held_out=False, held_out_estimate=False"
         )
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(config.seed))
     return perm[n_eval:], perm[:n_eval]
@@ -321,40 +327,89 @@ def fit_conditional(
     check_pair(as_float_matrix(u, name="u"), as_float_matrix(z, name="z"))
     us, _ = prepare(u, "u", config)
     zs, _ = prepare(z, "z", config)
-    train_idx, eval_idx = split_rows(zs.shape[0], config)
+    train_idx, _ = split_rows(zs.shape[0], config)
     h_z = float("nan")
     if config.stopping_criterion == "early_stopping":
         if marginal is None:
             marginal = train_marginal(take_rows(zs, train_idx), config)
-        h_z = mean_nll_marginal(marginal, take_rows(zs, eval_idx))
+        h_z = primary_h_z(marginal_entropies(marginal, zs, config), config)
     return _train_conditional(take_rows(us, train_idx), take_rows(zs, train_idx), h_z, config)
+
+
+def marginal_entropies(
+    marginal: MarginalKernel, zs: Tensor, config: EMIRConfig
+) -> tuple[float, float]:
+    """``(H(Z) on the fitting rows, H(Z) on the held-out rows)``; NaN for the second when the
+    rows are not split."""
+    train_idx, eval_idx = split_rows(zs.shape[0], config)
+    h_in = mean_nll_marginal(marginal, take_rows(zs, train_idx))
+    h_out = math.nan if eval_idx is None else mean_nll_marginal(marginal, take_rows(zs, eval_idx))
+    return h_in, h_out
+
+
+def primary_h_z(h_z: tuple[float, float], config: EMIRConfig) -> float:
+    """The ``H(Z)`` the early-stopping criterion is relative to: the primary figure's."""
+    return h_z[1] if config.held_out else h_z[0]
+
+
+def make_result(
+    h_z: tuple[float, float],
+    h_z_given_u: tuple[float, float],
+    n_rows: tuple[int, int],
+    dims: tuple[int, int],
+    dropped: tuple[int, int],
+    config: EMIRConfig,
+) -> EMIRResult:
+    """:class:`EMIRResult` from ``(in-sample, held-out)`` entropies and row counts,
+    ``dims = (d_U, d_Z)`` and ``dropped = (dropped_u, dropped_z)``."""
+    d_z = dims[1]
+    i_in, i_out = h_z[0] - h_z_given_u[0], h_z[1] - h_z_given_u[1]
+    k = 1 if config.held_out else 0
+    return EMIRResult(
+        h_z=h_z[k],
+        h_z_given_u=h_z_given_u[k],
+        i_s=(i_in, i_out)[k],
+        i_s_per_dim=(i_in, i_out)[k] / d_z,
+        d_u=dims[0],
+        d_z=d_z,
+        dropped_u=dropped[0],
+        dropped_z=dropped[1],
+        n_eval=n_rows[k],
+        h_z_held_out=h_z[1],
+        h_z_given_u_held_out=h_z_given_u[1],
+        i_s_held_out=i_out,
+        i_s_per_dim_held_out=i_out / d_z,
+        n_held_out=n_rows[1],
+        i_s_per_dim_in_sample=i_in / d_z,
+        n_in_sample=n_rows[0],
+    )
 
 
 def information_sufficiency_prepared(
     us: Tensor,
     zs: Tensor,
-    h_z: float,
+    h_z: tuple[float, float],
     config: EMIRConfig,
     dropped_u: int,
     dropped_z: int,
 ) -> EMIRResult:
+    """One pair on z-scored float32 inputs; ``h_z`` from :func:`marginal_entropies`."""
     train_idx, eval_idx = split_rows(zs.shape[0], config)
-    conditional = _train_conditional(
-        take_rows(us, train_idx), take_rows(zs, train_idx), h_z, config
-    )
-    z_eval = take_rows(zs, eval_idx)
-    h_z_given_u = _mean_nll_conditional(conditional, take_rows(us, eval_idx), z_eval)
-    i_s = h_z - h_z_given_u
-    return EMIRResult(
-        h_z=h_z,
-        h_z_given_u=h_z_given_u,
-        i_s=i_s,
-        i_s_per_dim=i_s / zs.shape[1],
-        d_u=int(us.shape[1]),
-        d_z=int(zs.shape[1]),
-        dropped_u=dropped_u,
-        dropped_z=dropped_z,
-        n_eval=int(z_eval.shape[0]),
+    u_fit, z_fit = take_rows(us, train_idx), take_rows(zs, train_idx)
+    conditional = _train_conditional(u_fit, z_fit, primary_h_z(h_z, config), config)
+    h_in = _mean_nll_conditional(conditional, u_fit, z_fit)
+    h_out, n_out = math.nan, 0
+    if eval_idx is not None:
+        z_out = take_rows(zs, eval_idx)
+        h_out = _mean_nll_conditional(conditional, take_rows(us, eval_idx), z_out)
+        n_out = int(z_out.shape[0])
+    return make_result(
+        h_z,
+        (h_in, h_out),
+        (int(z_fit.shape[0]), n_out),
+        (int(us.shape[1]), int(zs.shape[1])),
+        (dropped_u, dropped_z),
+        config,
     )
 
 
@@ -368,8 +423,8 @@ def information_sufficiency(
 
     Both embeddings are z-scored per dimension (zero-variance dimensions dropped), the marginal
     is fitted (or ``marginal`` reused), the conditional is fitted with the marginal frozen, and
-    both cross-entropies are averaged over the training rows (or the held-out rows when
-    ``config.held_out``).
+    both cross-entropies are averaged over the fitting rows (the in-sample figure) and, when
+    ``config.splits_rows``, over the held-out rows too (the ``*_held_out`` fields).
 
     Args:
         u: ``[N, d_U]`` source embeddings.
@@ -387,7 +442,7 @@ def information_sufficiency(
     check_pair(as_float_matrix(u, name="u"), as_float_matrix(z, name="z"))
     us, dropped_u = prepare(u, "u", config)
     zs, dropped_z = prepare(z, "z", config)
-    train_idx, eval_idx = split_rows(zs.shape[0], config)
+    train_idx, _ = split_rows(zs.shape[0], config)
     if marginal is None:
         marginal = train_marginal(take_rows(zs, train_idx), config)
     elif marginal.dim != zs.shape[1]:
@@ -395,5 +450,5 @@ def information_sufficiency(
             f"marginal was fitted on {marginal.dim} dimensions but z has {zs.shape[1]} after "
             "dropping constant ones; fit it with fit_marginal(z, config)"
         )
-    h_z = mean_nll_marginal(marginal, take_rows(zs, eval_idx))
+    h_z = marginal_entropies(marginal, zs, config)
     return information_sufficiency_prepared(us, zs, h_z, config, dropped_u, dropped_z)

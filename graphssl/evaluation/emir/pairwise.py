@@ -2,27 +2,77 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from graphssl.evaluation.emir.config import EMIRConfig, EMIRResult
+from graphssl.evaluation.emir.graph import informativeness
 from graphssl.evaluation.emir.inputs import validate_embeddings
 from graphssl.evaluation.emir.knife import (
     information_sufficiency_prepared,
-    mean_nll_marginal,
+    marginal_entropies,
     prepare,
     split_rows,
     take_rows,
     train_marginal,
 )
+from graphssl.evaluation.emir.stacked import information_sufficiency_stacked
 
-__all__ = ["pairwise_information_sufficiency"]
+__all__ = ["PairwiseEMIR", "pairwise_information_sufficiency"]
+
+
+@dataclass(frozen=True)
+class PairwiseEMIR:
+    """The pairwise ``I_S(U -> Z) / d_Z`` matrices of one run (rows = sources, columns =
+    targets, NaN diagonal), in-sample and held-out, from the same fitted kernels.
+
+    Unpacks as ``names, matrix = pairwise_information_sufficiency(...)``.
+
+    Attributes:
+        names: embedder names, in matrix order.
+        matrix_in_sample: float64 ``[M, M]``, scored on the rows the kernels were fitted on
+            (the reference code's choice).
+        matrix_held_out: float64 ``[M, M]``, scored on the held-out rows; all NaN when the
+            rows were not split (``held_out=False, held_out_estimate=False``).
+        held_out_primary: whether ``matrix`` is the held-out matrix (``EMIRConfig.held_out``).
+        n_rows: rows of every embedder.
+        n_fit: rows the kernels were fitted on.
+        n_held_out: held-out rows (``0`` when not split).
+    """
+
+    names: list[str]
+    matrix_in_sample: Tensor
+    matrix_held_out: Tensor
+    held_out_primary: bool = False
+    n_rows: int = 0
+    n_fit: int = 0
+    n_held_out: int = 0
+
+    @property
+    def matrix(self) -> Tensor:
+        """The primary matrix: held-out if ``held_out_primary``, else in-sample."""
+        return self.matrix_held_out if self.held_out_primary else self.matrix_in_sample
+
+    @property
+    def informativeness(self) -> dict[str, float]:
+        """In-sample informativeness: median over references of the in-sample matrix."""
+        return informativeness(self.matrix_in_sample, self.names)
+
+    @property
+    def informativeness_held_out(self) -> dict[str, float]:
+        """Held-out informativeness (NaN everywhere when the rows were not split)."""
+        return informativeness(self.matrix_held_out, self.names)
+
+    def __iter__(self) -> Iterator[object]:
+        return iter((self.names, self.matrix))
 
 
 def _target_column(
@@ -33,19 +83,25 @@ def _target_column(
 ) -> list[tuple[int, EMIRResult, float]]:
     """``I_S(U -> names[j])`` for every other source: the target's marginal is fitted once.
 
-    Returns ``(source index, result, seconds)`` per source; the marginal's fitting time is
-    charged to the first source.
+    Returns ``(source index, result, seconds)`` per source. One pair at a time, the marginal's
+    fitting time is charged to the first source; vectorised (``config.vectorize``), the whole
+    column's time is split evenly over its sources.
     """
     zs, dropped_z = prepared[names[j]]
-    train_idx, eval_idx = split_rows(zs.shape[0], config)
+    train_idx, _ = split_rows(zs.shape[0], config)
     t0 = time.perf_counter()
     marginal = train_marginal(take_rows(zs, train_idx), config)  # once per target
-    h_z = mean_nll_marginal(marginal, take_rows(zs, eval_idx))
+    h_z = marginal_entropies(marginal, zs, config)
+    sources = [i for i in range(len(names)) if i != j]
+    if config.vectorize:
+        results = information_sufficiency_stacked(
+            [prepared[names[i]] for i in sources], zs, h_z, config, dropped_z
+        )
+        seconds = (time.perf_counter() - t0) / len(sources)
+        return [(i, r, seconds) for i, r in zip(sources, results, strict=True)]
     out = []
-    for i, source in enumerate(names):
-        if i == j:
-            continue
-        us, dropped_u = prepared[source]
+    for i in sources:
+        us, dropped_u = prepared[names[i]]
         result = information_sufficiency_prepared(us, zs, h_z, config, dropped_u, dropped_z)
         out.append((i, result, time.perf_counter() - t0))
         t0 = time.perf_counter()
@@ -78,10 +134,14 @@ def pairwise_information_sufficiency(
     config: EMIRConfig | None = None,
     progress: bool = True,
     on_pair: Callable[[str, str, EMIRResult, float], None] | None = None,
-) -> tuple[list[str], Tensor]:
-    """``I_S(U -> Z) / d_Z`` for every ordered pair of embedders.
+) -> PairwiseEMIR:
+    """``I_S(U -> Z) / d_Z`` for every ordered pair of embedders, in-sample and held-out.
 
-    Each target's marginal is fitted once and reused for all sources. With
+    Each target's marginal is fitted once and reused for all sources; with
+    ``config.vectorize`` all sources of a target are fitted at once in one stacked
+    conditional net (the same values as one pair at a time, up to float32 rounding). By
+    default (``config.held_out_estimate``) the kernels are fitted on ``1 - held_out_fraction``
+    of the rows and every pair is scored both on those rows and on the held-out rows. With
     ``config.n_jobs > 1`` the targets' columns are computed in that many worker processes
     (``spawn``); the values are the same as in one process, because every pair is seeded alone.
 
@@ -91,23 +151,30 @@ def pairwise_information_sufficiency(
         progress: show a tqdm bar over pairs (only when stderr is a terminal).
         on_pair: called as ``on_pair(source, target, result, seconds)`` for every pair, in
             this process, as results arrive (``seconds``: the pair's fit, plus the target's
-            marginal for its first source).
+            marginal for its first source; vectorised, the column's time split evenly).
 
     Returns:
-        ``(names, matrix)``: ``matrix[i, j] = I_S(names[i] -> names[j]) / d_{names[j]}``,
-        float64 ``[M, M]`` with a NaN diagonal (rows = sources, columns = targets).
+        :class:`PairwiseEMIR`, which unpacks as ``(names, matrix)`` with
+        ``matrix[i, j] = I_S(names[i] -> names[j]) / d_{names[j]}``, float64 ``[M, M]``, NaN
+        diagonal (rows = sources, columns = targets); ``.matrix_held_out``,
+        ``.informativeness`` and ``.informativeness_held_out`` carry the rest.
     """
     config = config or EMIRConfig()
     checked = validate_embeddings(embeddings)
     names = list(checked)
     prepared = {name: prepare(x, f"embeddings[{name!r}]", config) for name, x in checked.items()}
-    matrix = torch.full((len(names), len(names)), float("nan"), dtype=torch.float64)
+    matrix = torch.full((len(names), len(names)), math.nan, dtype=torch.float64)
+    held = matrix.clone()
+    n_fit = n_held = 0
     n_pairs = len(names) * (len(names) - 1)
     bar = tqdm(total=n_pairs, desc="EMIR pairs", disable=not (progress and sys.stderr.isatty()))
 
     def collect(j: int, column: list[tuple[int, EMIRResult, float]]) -> None:
+        nonlocal n_fit, n_held
         for i, result, seconds in column:
-            matrix[i, j] = result.i_s_per_dim
+            n_fit, n_held = result.n_in_sample, result.n_held_out
+            matrix[i, j] = result.i_s_per_dim_in_sample
+            held[i, j] = result.i_s_per_dim_held_out
             if on_pair is not None:
                 on_pair(names[i], names[j], result, seconds)
             bar.update()
@@ -133,4 +200,12 @@ def pairwise_information_sufficiency(
                     collect(*future.result())
     finally:
         bar.close()
-    return names, matrix
+    return PairwiseEMIR(
+        names=names,
+        matrix_in_sample=matrix,
+        matrix_held_out=held,
+        held_out_primary=config.held_out,
+        n_rows=int(next(iter(prepared.values()))[0].shape[0]),
+        n_fit=int(n_fit),
+        n_held_out=int(n_held),
+    )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 import torch
@@ -26,11 +27,14 @@ import torch
 from graphssl.evaluation.emir import (
     CONDITIONAL_ENTROPY_FLOOR_PER_DIM,
     GAUSSIAN_ENTROPY_PER_DIM,
+    MIN_ROWS_PER_TARGET_DIM,
     ConditionalKernel,
     EMIRConfig,
+    PairwiseEMIR,
     communities,
     cross_encoder_l2,
     cross_encoder_ranking,
+    emir_reliability,
     fit_marginal,
     information_sufficiency,
     informativeness,
@@ -48,6 +52,10 @@ def _single_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+#: The reference code's protocol: fit and score all rows (no held-out split).
+_AUTHORS = EMIRConfig(seed=0, held_out_estimate=False)
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -74,7 +82,7 @@ def test_independent_gives_zero() -> None:
     """U independent of Z -> |I_S| / d_Z < 0.05."""
     g = _gen(0)
     u, z = torch.randn(4000, 8, generator=g), torch.randn(4000, 8, generator=g)
-    r = information_sufficiency(u, z, EMIRConfig(seed=0))
+    r = information_sufficiency(u, z, EMIRConfig(seed=0, held_out_estimate=False))
     assert abs(r.i_s_per_dim) < 0.05
     assert r.d_u == r.d_z == 8 and r.n_eval == 4000
     assert math.isclose(r.i_s, r.h_z - r.h_z_given_u)
@@ -84,7 +92,7 @@ def test_independent_gives_zero() -> None:
 def test_identical_is_large_but_capped_and_respects_floor() -> None:
     """U = Z -> 1.0 < I_S/d_Z < 1.55 (clamp cap), and H(Z|U)/d_Z >= -0.0811 (tanh floor)."""
     z = torch.randn(4000, 16, generator=_gen(1))
-    r = information_sufficiency(z, z, EMIRConfig(n_epochs=40, seed=0))
+    r = information_sufficiency(z, z, EMIRConfig(n_epochs=40, seed=0, held_out_estimate=False))
     assert 1.0 < r.i_s_per_dim < 1.55
     assert r.h_z_given_u / r.d_z >= CONDITIONAL_ENTROPY_FLOOR_PER_DIM - 1e-6
 
@@ -94,7 +102,7 @@ def test_linear_gaussian_known_mi() -> None:
     g = _gen(2)
     u = torch.randn(8000, 32, generator=g)
     z = u + torch.randn(8000, 32, generator=g)
-    r = information_sufficiency(u, z, EMIRConfig(n_epochs=20, seed=0))
+    r = information_sufficiency(u, z, EMIRConfig(n_epochs=20, seed=0, held_out_estimate=False))
     assert abs(r.i_s_per_dim - 0.5 * math.log(2.0)) < 0.05
 
 
@@ -107,7 +115,7 @@ def test_marginal_entropy_of_standard_normal_from_above() -> None:
     """
     d = 8
     z = torch.randn(4000, d, generator=_gen(3))
-    config = EMIRConfig(seed=0)
+    config = EMIRConfig(seed=0, held_out_estimate=False)
     kernel = fit_marginal(z, config)
     fresh = torch.randn(200_000, d, generator=_gen(4))
     with torch.no_grad():
@@ -115,7 +123,7 @@ def test_marginal_entropy_of_standard_normal_from_above() -> None:
     log_phi = -0.5 * (fresh.double() ** 2).sum(1) - 0.5 * d * math.log(2 * math.pi)
     kl_per_dim = float((log_phi - log_p).mean()) / d
     assert -1e-3 < kl_per_dim < 0.02
-    h_train = information_sufficiency(z, z, EMIRConfig(n_epochs=0), marginal=kernel).h_z / d
+    h_train = information_sufficiency(z, z, replace(config, n_epochs=0), marginal=kernel).h_z / d
     assert GAUSSIAN_ENTROPY_PER_DIM - 0.005 < h_train < GAUSSIAN_ENTROPY_PER_DIM + 0.02
 
 
@@ -150,10 +158,14 @@ def test_held_out_and_early_stopping_options() -> None:
     z = u + torch.randn(500, 3, generator=g)
     held = information_sufficiency(u, z, EMIRConfig(held_out=True, n_epochs=3, seed=0))
     assert held.n_eval == 100 and math.isfinite(held.i_s)
-    early = EMIRConfig(stopping_criterion="early_stopping", eps=1.0, n_epochs=50, seed=0)
+    early = EMIRConfig(
+        stopping_criterion="early_stopping", eps=1.0, n_epochs=50, seed=0, held_out_estimate=False
+    )
     result = information_sufficiency(u, z, early)
     # |relative change| < 1 at the 2nd epoch -> stop: identical to a 2-epoch run
-    two_epochs = information_sufficiency(u, z, EMIRConfig(n_epochs=2, seed=0))
+    two_epochs = information_sufficiency(
+        u, z, replace(early, stopping_criterion="max_epochs", n_epochs=2)
+    )
     assert result.i_s == two_epochs.i_s and result.n_eval == 500
 
 
@@ -170,7 +182,7 @@ def test_informativeness_ranks_noisy_views_in_noise_order() -> None:
     views = {
         f"v{i}": latent + s * torch.randn(latent.shape, generator=g) for i, s in enumerate(sigmas)
     }
-    names, matrix = pairwise_information_sufficiency(views, EMIRConfig(seed=0), progress=False)
+    names, matrix = pairwise_information_sufficiency(views, _AUTHORS, progress=False)
     assert names == list(views)
     assert matrix.shape == (5, 5) and bool(matrix.diagonal().isnan().all())
     scores = informativeness(matrix, names)
@@ -186,7 +198,7 @@ def test_louvain_finds_two_planted_groups() -> None:
         latent = torch.randn(1000, 8, generator=g)
         for i, v in enumerate(_noisy_views(latent, [0.3, 0.3, 0.3], g)):
             views[f"{group}{i}"] = v
-    names, matrix = pairwise_information_sufficiency(views, EMIRConfig(seed=0), progress=False)
+    names, matrix = pairwise_information_sufficiency(views, _AUTHORS, progress=False)
     graph = predictiveness_graph(matrix, names)
     assert graph.number_of_nodes() == 6 and graph.number_of_edges() == 30
     assert not any(u == v for u, v in graph.edges)
@@ -229,6 +241,120 @@ def test_worker_processes_give_the_same_matrix() -> None:
     off = ~torch.eye(3, dtype=torch.bool)
     assert torch.allclose(serial[off], parallel[off], atol=1e-6)
     assert torch.isnan(parallel.diagonal()).all()
+
+
+def _mixed_family() -> dict[str, torch.Tensor]:
+    """Four embedders of different widths (the stacked net pads d_U), some related."""
+    g = _gen(12)
+    a = torch.randn(400, 4, generator=g)
+    return {
+        "a": a,
+        "b": a @ torch.randn(4, 6, generator=g) + 0.5 * torch.randn(400, 6, generator=g),
+        "c": torch.randn(400, 3, generator=g),
+        "d": torch.cat([a, torch.randn(400, 1, generator=g)], dim=1),
+    }
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"held_out_estimate": False},
+        {"stopping_criterion": "early_stopping", "eps": 0.05, "n_epochs": 8},
+    ],
+    ids=["held-out-split", "all-rows", "early-stopping"],
+)
+def test_vectorised_matrix_equals_one_pair_at_a_time(options: dict[str, object]) -> None:
+    """All sources of a target in one stacked net: each source starts from the parameters its
+    own pair's net starts from, sees the same minibatches and its own gradient, so both
+    matrices (in-sample and held-out) agree with the one-pair path to float32 rounding (< 1e-4;
+    observed ~1e-8). Early stopping is per source."""
+    emb = _mixed_family()
+    base = EMIRConfig(**{"n_epochs": 3, "n_epochs_marg": 2, "seed": 2, **options})  # type: ignore[arg-type]
+    one = pairwise_information_sufficiency(emb, replace(base, vectorize=False), progress=False)
+    vec = pairwise_information_sufficiency(emb, replace(base, vectorize=True), progress=False)
+    off = ~torch.eye(4, dtype=torch.bool)
+    assert bool(one.matrix_in_sample[off].isfinite().all())
+    torch.testing.assert_close(
+        vec.matrix_in_sample, one.matrix_in_sample, atol=1e-4, rtol=0, equal_nan=True
+    )
+    torch.testing.assert_close(
+        vec.matrix_held_out, one.matrix_held_out, atol=1e-4, rtol=0, equal_nan=True
+    )
+    assert (vec.n_fit, vec.n_held_out) == (one.n_fit, one.n_held_out)
+
+
+def test_early_stopping_is_per_source_in_the_stacked_net() -> None:
+    """A source whose criterion fires early keeps that epoch's parameters while the others
+    train on: its entry equals a one-pair fit stopped at the same epoch, not a full-length fit."""
+    emb = _mixed_family()
+    early = EMIRConfig(
+        n_epochs=6, n_epochs_marg=1, seed=0, stopping_criterion="early_stopping", eps=0.005
+    )
+    vec = pairwise_information_sufficiency(emb, replace(early, vectorize=True), progress=False)
+    one = pairwise_information_sufficiency(emb, replace(early, vectorize=False), progress=False)
+    full = pairwise_information_sufficiency(
+        emb, replace(early, stopping_criterion="max_epochs"), progress=False
+    )
+    off = ~torch.eye(4, dtype=torch.bool)
+    torch.testing.assert_close(
+        vec.matrix_in_sample, one.matrix_in_sample, atol=1e-4, rtol=0, equal_nan=True
+    )
+    stopped = (one.matrix_in_sample - full.matrix_in_sample)[off].abs() > 1e-3
+    assert bool(stopped.any()) and not bool(stopped.all())  # some stop early, some run on
+
+
+def test_pairwise_returns_in_sample_and_held_out_from_one_fit() -> None:
+    """Default: fit on 80 % of the rows, score those (in-sample) and the other 20 % (held-out);
+    the object unpacks as (names, matrix) and carries both informativeness figures."""
+    emb = _mixed_family()
+    config = EMIRConfig(n_epochs=2, n_epochs_marg=1, seed=1)
+    result = pairwise_information_sufficiency(emb, config, progress=False)
+    assert isinstance(result, PairwiseEMIR)
+    names, matrix = result
+    assert names == list(emb) and matrix is result.matrix_in_sample
+    assert (result.n_rows, result.n_fit, result.n_held_out) == (400, 320, 80)
+    off = ~torch.eye(4, dtype=torch.bool)
+    assert bool(result.matrix_held_out[off].isfinite().all())
+    assert bool(result.matrix_held_out.diagonal().isnan().all())
+    assert not torch.allclose(result.matrix_in_sample[off], result.matrix_held_out[off])
+    assert result.informativeness == informativeness(result.matrix_in_sample, names)
+    assert result.informativeness_held_out == informativeness(result.matrix_held_out, names)
+    single = information_sufficiency(emb["a"], emb["b"], config)
+    assert math.isclose(float(matrix[0, 1]), single.i_s_per_dim, rel_tol=1e-6, abs_tol=1e-9)
+    assert math.isclose(
+        float(result.matrix_held_out[0, 1]), single.i_s_per_dim_held_out, rel_tol=1e-6, abs_tol=1e-9
+    )
+    assert (single.n_eval, single.n_held_out, single.n_in_sample) == (320, 80, 320)
+    # held_out=True: the same fit, the held-out figure made primary
+    primary = pairwise_information_sufficiency(emb, replace(config, held_out=True), progress=False)
+    assert primary.matrix is primary.matrix_held_out
+    torch.testing.assert_close(primary.matrix_in_sample, result.matrix_in_sample, equal_nan=True)
+    # the reference protocol: all rows, no held-out figure
+    authors = pairwise_information_sufficiency(
+        emb, replace(config, held_out_estimate=False), progress=False
+    )
+    assert authors.n_fit == 400 and authors.n_held_out == 0
+    assert bool(authors.matrix_held_out.isnan().all())
+    assert all(math.isnan(v) for v in authors.informativeness_held_out.values())
+
+
+def test_reliability_caveat_below_the_rows_per_dimension_threshold() -> None:
+    """No caveat from MIN_ROWS_PER_TARGET_DIM rows per mean target dimension and 10 embedders;
+    below either, one message naming the numbers and the remedy."""
+    dims = [64, 128]  # mean 96
+    enough = math.ceil(MIN_ROWS_PER_TARGET_DIM * 96)
+    assert emir_reliability(enough, dims, 10) is None
+    few_rows = emir_reliability(enough - 1, dims, 10)
+    assert few_rows is not None and "rows per dimension" in few_rows
+    assert f"{enough - 1} rows" in few_rows and "held_out" in few_rows
+    few_models = emir_reliability(enough, dims, 4)
+    assert few_models is not None and "4 embedders" in few_models
+    assert "rows per dimension" not in few_models
+    both = emir_reliability(2708, 512, 4)
+    assert both is not None and "rows per dimension" in both and "4 embedders" in both
+    with pytest.raises(ValueError, match="positive"):
+        emir_reliability(0, dims, 3)
 
 
 def test_informativeness_median_skips_diagonal_and_nan() -> None:
@@ -308,3 +434,5 @@ def test_config_rejects_bad_values() -> None:
         EMIRConfig(n_jobs=0)
     with pytest.raises(ValueError, match="average"):
         EMIRConfig(average="mean")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="vectorize must be a boolean"):
+        EMIRConfig(vectorize="yes")  # type: ignore[arg-type]
