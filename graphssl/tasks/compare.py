@@ -35,6 +35,7 @@ from torch import Tensor
 from graphssl.evaluation.emir import (
     EMIRConfig,
     communities,
+    emir_reliability,
     informativeness,
     pairwise_cross_encoder_l2,
     pairwise_information_sufficiency,
@@ -175,6 +176,9 @@ class CompareResult:
         correlations: ``emir/spearman_informativeness`` etc. (NaN when undefined).
         notes: why a correlation is NaN.
         n_rows: rows used (after ``max_rows``).
+        informativeness_held_out: the same score from the rows the conditional nets were not
+            fitted on (empty when the estimator makes no held-out estimate).
+        caveat: why the ranking may not be trusted at this many rows and embedders, or ``None``.
         run_id: the compare run's MLflow id (set by :func:`run_compare`).
     """
 
@@ -189,6 +193,8 @@ class CompareResult:
     correlations: dict[str, float] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     n_rows: int = 0
+    informativeness_held_out: dict[str, float] = field(default_factory=dict)
+    caveat: str | None = None
     run_id: str = ""
 
     def community_of(self, name: str) -> int:
@@ -216,6 +222,13 @@ class CompareResult:
     def metrics(self) -> dict[str, float]:
         """The MLflow metrics of the compare run."""
         out = {f"emir/informativeness/{n}": v for n, v in self.informativeness.items()}
+        out.update(
+            {
+                f"emir/informativeness_held_out/{n}": v
+                for n, v in self.informativeness_held_out.items()
+                if not math.isnan(v)
+            }
+        )
         out.update({f"emir/cross_encoder/{n}": v for n, v in self.cross_encoder.items()})
         out.update(self.correlations)
         out["emir/n_embedders"] = float(len(self.names))
@@ -275,14 +288,18 @@ def compare_embeddings(
         keep = torch.sort(torch.randperm(n, generator=gen)[:max_rows]).values
         embs = {k: v[keep] for k, v in embs.items()}
         n = max_rows
-    names, matrix_t = pairwise_information_sufficiency(embs, emir or EMIRConfig(), progress)
-    matrix = matrix_t.numpy()
+    pairwise = pairwise_information_sufficiency(embs, emir or EMIRConfig(), progress)
+    names, matrix = list(pairwise.names), pairwise.matrix.numpy()
     info = informativeness(matrix, names)
     graph = predictiveness_graph(matrix, names, normalize=normalize_graph)
     comms = communities(graph, resolution=resolution, seed=community_seed)
     result = CompareResult(
         names=names, matrix=matrix, informativeness=info, communities=comms, graph=graph, n_rows=n
     )
+    held_out = pairwise.informativeness_held_out
+    if any(not math.isnan(v) for v in held_out.values()):
+        result.informativeness_held_out = held_out
+    result.caveat = emir_reliability(n, [int(v.shape[1]) for v in embs.values()], len(names))
     ce = dict(cross_encoder or {})
     if ce.pop("enabled", True):
         ce_names, ce_matrix = pairwise_cross_encoder_l2(embs, progress=progress, **ce)
@@ -292,6 +309,8 @@ def compare_embeddings(
     if result.downstream:
         acc = [result.downstream.get(k, math.nan) for k in names]
         scores: dict[str, dict[str, float]] = {"informativeness": info}
+        if result.informativeness_held_out:
+            scores["informativeness_held_out"] = result.informativeness_held_out
         if result.cross_encoder:
             scores["cross_encoder"] = result.cross_encoder
         for label, score in scores.items():
@@ -612,6 +631,9 @@ def run_compare(cfg: DictConfig) -> CompareResult:
             f"(MLflow run {tracker.run_id}; files in {out_dir})"
         )
         print(ranking_table(result, str(cfg.downstream)))
+        if result.caveat:
+            tracker.set_tags({"graphssl.compare.caveat": result.caveat[:5000]})
+            print(f"caveat: {result.caveat}")
         result.run_id = tracker.run_id
     log.info("compare run %s finished", result.run_id)
     return result
