@@ -14,11 +14,17 @@ float64, and the result is kept only when a rounding-error bound proves that no 
 row can enter the top ``k``; rows without that certificate (near-duplicate training rows) are
 screened again in float64. (Exact ties among more than ``2k + 16`` training rows are broken
 arbitrarily.) The predictions are therefore those of a float64 computation, the same
-for every ``chunk_size``.
+for every ``chunk_size``. float32 embeddings are not copied whole to float64: the training rows
+are (normalised), the evaluated rows are normalised a chunk at a time.
+
+Large graphs. The cost is ``|split| × |train| × D`` per evaluated split; ``max_rows`` evaluates
+a seeded uniform subsample of each split instead (the training rows included, every class
+keeping at least one), which the configuration sets above a size threshold.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 from typing import Any, Literal
@@ -34,6 +40,7 @@ from graphssl.evaluation.probe_inputs import (
     encode_classes,
     prepare_inputs,
 )
+from graphssl.evaluation.subsample import cap_rows, check_max_rows, row_generator
 
 __all__ = ["KNNEvaluator"]
 
@@ -41,9 +48,12 @@ Weighting = Literal["exp", "uniform"]
 _WEIGHTINGS = ("exp", "uniform")
 _RESCORE_ROWS = 512  # rows re-scored at once: bounds the [rows, candidates, D] gather
 
+log = logging.getLogger(__name__)
+
 
 def _l2_normalize(x: Tensor) -> Tensor:
     """Unit rows in float64; all-zero rows stay zero (as sklearn's ``normalize``)."""
+    x = x.to(torch.float64)
     norm = x.norm(dim=1, keepdim=True)
     return x / torch.where(norm == 0, torch.ones_like(norm), norm)
 
@@ -73,6 +83,10 @@ class KNNEvaluator(Probe):
             ogbn-arxiv test split); the predictions are identical (default: ``4096``).
         weighting: ``"exp"`` or ``"uniform"`` (default: ``"exp"``).
         temperature: ``T`` of the ``"exp"`` weights (default: ``0.07``).
+        max_rows: In :meth:`evaluate`, use at most this many rows of each split (train, val and
+            test), drawn uniformly with a generator seeded by ``seed``; every class of a split
+            keeps at least one row. ``None`` uses every row (default: ``None``).
+        seed: Seed of the ``max_rows`` draw (default: ``0``).
 
     Attributes (after :meth:`fit`):
         classes_: ``[C]`` class ids seen in the training split.
@@ -86,6 +100,8 @@ class KNNEvaluator(Probe):
         chunk_size: int = 4096,
         weighting: Weighting = "exp",
         temperature: float = 0.07,
+        max_rows: int | None = None,
+        seed: int = 0,
     ) -> None:
         if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool):
             raise TypeError(f"chunk_size must be an integer, got {chunk_size!r}")
@@ -103,6 +119,11 @@ class KNNEvaluator(Probe):
         self.chunk_size: int = int(chunk_size)
         self.weighting: Weighting = weighting
         self.temperature: float = float(temperature)
+        self.max_rows: int | None = check_max_rows(max_rows)
+        self.seed: int = int(seed)
+
+    #: The embeddings stay float32 when given so; rows are cast to float64 where used.
+    input_dtype = None
 
     # ------------------------------------------------------------------ public API
     def fit(
@@ -113,10 +134,10 @@ class KNNEvaluator(Probe):
     ) -> KNNEvaluator:
         """Store the L2-normalised training rows (all rows when ``train_mask`` is None)."""
         if train_mask is None:
-            x, y, _ = prepare_inputs(embeddings, labels, {})
+            x, y, _ = prepare_inputs(embeddings, labels, {}, dtype=None)
             train = torch.arange(x.shape[0], device=x.device)
         else:
-            x, y, idx = prepare_inputs(embeddings, labels, {"train_mask": train_mask})
+            x, y, idx = prepare_inputs(embeddings, labels, {"train_mask": train_mask}, dtype=None)
             train = idx["train_mask"]
         self._fit(x[train], class_labels(y, train)[train])
         return self
@@ -125,7 +146,7 @@ class KNNEvaluator(Probe):
         """Cosine similarities ``[M, k]`` (float64, descending) and positions in the training
         split ``[M, k]`` of the nearest training rows."""
         self._check_fitted()
-        return self._kneighbors(_l2_normalize(self._as_query(embeddings)))
+        return self._kneighbors(self._as_query(embeddings))
 
     def predict(self, embeddings: ArrayLike) -> Tensor:
         """Class ids ``[M]`` for the rows of ``embeddings`` ``[M, D]``."""
@@ -137,16 +158,32 @@ class KNNEvaluator(Probe):
         """Fit on ``train`` and report accuracy on ``val`` and ``test``.
 
         Returns:
-            ``val_acc``, ``test_acc`` and ``k``.
+            ``val_acc``, ``test_acc`` and ``k`` (and ``max_rows`` when it dropped rows).
         """
+        capped = False
+        if self.max_rows is not None:
+            gen = row_generator(self.seed)
+            draws = {split: cap_rows(r, self.max_rows, gen, targets) for split, r in rows.items()}
+            capped = any(d.capped for d in draws.values())
+            if capped:
+                rows = {split: d.rows for split, d in draws.items()}
+                log.info(
+                    "%s: max_rows=%d, seeded subsample (seed %d) of %s rows",
+                    type(self).__name__,
+                    self.max_rows,
+                    self.seed,
+                    ", ".join(f"{s} {d.rows.numel()}" for s, d in draws.items()),
+                )
         self._fit(x[rows["train"]], targets[rows["train"]])
         out: dict[str, Any] = {}
         for split in ("val", "test"):
             split_rows = rows[split]
             out[f"{split}_acc"] = float(
-                (self._predict(x[split_rows]) == targets[split_rows]).double().mean()
+                (self._predict(x, split_rows) == targets[split_rows]).double().mean()
             )
         out["k"] = self.k
+        if capped:
+            out["max_rows"] = self.max_rows
         return out
 
     def _fit(self, x_train: Tensor, y_train: Tensor) -> None:
@@ -166,7 +203,7 @@ class KNNEvaluator(Probe):
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or evaluate()")
 
     def _as_query(self, embeddings: ArrayLike) -> Tensor:
-        x = as_float_matrix(embeddings).to(self.train_embeddings_.device)
+        x = as_float_matrix(embeddings, dtype=None).to(self.train_embeddings_.device)
         if x.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"embeddings have {x.shape[1]} features but the probe was fitted on "
@@ -174,8 +211,8 @@ class KNNEvaluator(Probe):
             )
         return x
 
-    def _predict(self, x: Tensor) -> Tensor:
-        sims, nbrs = self._kneighbors(_l2_normalize(x))
+    def _predict(self, x: Tensor, rows: Tensor | None = None) -> Tensor:
+        sims, nbrs = self._kneighbors(x, rows)
         if self.weighting == "exp":
             weights = sims.div(self.temperature).exp_()
         else:
@@ -184,8 +221,9 @@ class KNNEvaluator(Probe):
         votes.scatter_add_(1, self.train_labels_[nbrs], weights)
         return self.classes_[votes.argmax(dim=1)]  # first maximum: smallest class id
 
-    def _kneighbors(self, q: Tensor) -> tuple[Tensor, Tensor]:
-        """Top-k of the unit query rows ``q`` [M, D] (float64) against the training rows."""
+    def _kneighbors(self, x: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Top-k of the query rows ``x`` [M, D] (``x[rows]`` when given; L2-normalised in
+        float64 a chunk at a time) against the training rows."""
         train = self.train_embeddings_
         n_train, d = train.shape
         k = self.k
@@ -194,13 +232,13 @@ class KNNEvaluator(Probe):
         # |screened dot - exact dot| of unit vectors <= (d + 2) u (input rounding plus any
         # summation order), u = eps / 2 the unit roundoff of the screening dtype; doubled.
         bound = (d + 2) * torch.finfo(screen.dtype).eps
-        m = q.shape[0]
-        out_sims = q.new_empty(m, k)
-        out_nbrs = torch.empty(m, k, dtype=torch.long, device=q.device)
+        m = x.shape[0] if rows is None else rows.numel()
+        out_sims = torch.empty(m, k, dtype=torch.float64, device=x.device)
+        out_nbrs = torch.empty(m, k, dtype=torch.long, device=x.device)
         buffer = screen.new_empty(min(self.chunk_size, m), n_train)
         for start in range(0, m, self.chunk_size):
             stop = min(start + self.chunk_size, m)
-            q_chunk = q[start:stop]
+            q_chunk = _l2_normalize(x[start:stop] if rows is None else x[rows[start:stop]])
             sims = torch.mm(q_chunk.to(screen.dtype), screen.T, out=buffer[: stop - start])
             cand_sims, cand = sims.topk(n_cand, dim=1)
             top_sims, top_nbrs = self._rescore(q_chunk, cand)
@@ -235,5 +273,6 @@ class KNNEvaluator(Probe):
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(k={self.k}, chunk_size={self.chunk_size}, "
-            f"weighting={self.weighting!r}, temperature={self.temperature})"
+            f"weighting={self.weighting!r}, temperature={self.temperature}, "
+            f"max_rows={self.max_rows})"
         )

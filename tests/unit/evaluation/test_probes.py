@@ -24,6 +24,7 @@ from graphssl.evaluation.aggregate import mean_std
 from graphssl.evaluation.knn import KNNEvaluator
 from graphssl.evaluation.linear_probe import (
     DEFAULT_WEIGHT_DECAYS,
+    SPEC_WEIGHT_DECAYS,
     LogRegEvaluator,
     average_precision,
 )
@@ -62,7 +63,8 @@ def _problem(**kwargs: Any) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
 
 # ---------------------------------------------------------------------- LogRegEvaluator
 def test_logreg_defaults_match_the_spec() -> None:
-    assert DEFAULT_WEIGHT_DECAYS == (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 0.0)
+    assert DEFAULT_WEIGHT_DECAYS == (100, 30, 10, 3, 1, 0.3, 0.1, 1e-2, 1e-3, 1e-4, 1e-5, 0)
+    assert SPEC_WEIGHT_DECAYS == (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 0.0)
     probe = LogRegEvaluator(weight_decay=[1e-3, 0.0, 1e-1, 1e-3])
     assert probe.weight_decays == (1e-1, 1e-3, 0.0)  # deduplicated, strongest first
     assert LogRegEvaluator().weight_decays == DEFAULT_WEIGHT_DECAYS
@@ -70,7 +72,7 @@ def test_logreg_defaults_match_the_spec() -> None:
 
 def test_logreg_separable_data_is_classified_perfectly() -> None:
     x, y, train, val, test = _problem(noise=0.05)
-    result = LogRegEvaluator().evaluate(x, y, train, val, test)
+    result = LogRegEvaluator(weight_decay=SPEC_WEIGHT_DECAYS).evaluate(x, y, train, val, test)
     assert result["train_acc"] == result["val_acc"] == result["test_acc"] == 1.0
     assert set(result) == {"train_acc", "val_acc", "test_acc", "weight_decay", "converged"}
     assert isinstance(result["converged"], bool) and isinstance(result["weight_decay"], float)
