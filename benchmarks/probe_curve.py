@@ -3,7 +3,7 @@
 Composes ``conf/config.yaml`` with the given Hydra overrides, trains once, and every ``--every``
 epochs (and after the first) extracts the embeddings and prints the training loss and the
 validation and test accuracy of the run's configured probes (``eval.probes``: ``logreg`` and
-``knn`` by default, plus any a preset adds, e.g. the BGRL presets' ``logreg_wide``; with
+``knn`` by default, plus any a preset adds, e.g. GRACE's cross-validated ``grace``; with
 ``--adam``, also the papers' ``AdamLinearEvaluator``). Seeded as ``graphssl`` seeds a run, so
 the last line equals the run's ``probe/*`` when the run does not select its weights
 (``eval.select``; this script ignores it and shows the whole curve). BENCHMARKS.md uses it to

@@ -32,7 +32,11 @@ from graphssl.evaluation.emir import (
 )
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.knn import KNNEvaluator
-from graphssl.evaluation.linear_probe import DEFAULT_WEIGHT_DECAYS, LogRegEvaluator
+from graphssl.evaluation.linear_probe import (
+    DEFAULT_WEIGHT_DECAYS,
+    SPEC_WEIGHT_DECAYS,
+    LogRegEvaluator,
+)
 from graphssl.evaluation.probe import Probe
 from graphssl.evaluation.regression_probe import DEFAULT_RIDGE_WEIGHT_DECAYS, RidgeEvaluator
 
@@ -40,6 +44,7 @@ __all__ = [
     "DEFAULT_RIDGE_WEIGHT_DECAYS",
     "DEFAULT_WEIGHT_DECAYS",
     "HIGHER_IS_BETTER",
+    "SPEC_WEIGHT_DECAYS",
     "EMIRConfig",
     "EMIRResult",
     "KNNEvaluator",

@@ -14,21 +14,28 @@ from torch import Tensor
 
 NanPolicy = Literal["raise", "drop_rows"]
 
+#: Rows checked for NaN/Inf at a time (bounds the boolean temporary to ``_CHECK_ROWS × D``).
+_CHECK_ROWS = 65536
+
 
 def as_float_matrix(
     embeddings: Tensor | np.ndarray,
     *,
     name: str = "embeddings",
     nan_policy: NanPolicy = "raise",
-    dtype: torch.dtype = torch.float64,
+    dtype: torch.dtype | None = torch.float64,
 ) -> Tensor:
     """Validate an ``[N, D]`` embedding matrix and return it as a CPU/same-device float tensor.
+
+    The finiteness check runs over row chunks, so that no ``[N, D]`` temporary is made; the
+    input is returned without a copy when it already has the requested dtype.
 
     Args:
         embeddings: ``[N, D]`` tensor or array with a floating dtype.
         name: how the value is called in error messages.
         nan_policy: ``"raise"`` (default) rejects rows with NaN/Inf; ``"drop_rows"`` removes them.
-        dtype: floating dtype of the returned tensor (default: ``torch.float64``).
+        dtype: floating dtype of the returned tensor; ``None`` keeps float32 and float64 input
+            as it is and casts float16/bfloat16 to float32 (default: ``torch.float64``).
 
     Raises:
         TypeError: for a non-tensor, or an integer/boolean dtype.
@@ -55,8 +62,10 @@ def as_float_matrix(
         raise ValueError(
             f"{name} must have at least one row and one column, got shape {tuple(embeddings.shape)}"
         )
+    if dtype is None:
+        dtype = embeddings.dtype if embeddings.dtype == torch.float64 else torch.float32
     x = embeddings.detach().to(dtype)
-    finite = torch.isfinite(x).all(dim=1)
+    finite = torch.cat([torch.isfinite(c).all(dim=1) for c in x.split(_CHECK_ROWS)])
     n_bad = int((~finite).sum())
     if n_bad:
         if nan_policy == "drop_rows":

@@ -16,11 +16,17 @@ screened again in float64. (Exact ties among more than ``2k + 16`` training rows
 arbitrarily.) The predictions are therefore those of a float64 computation, the same
 for every ``chunk_size`` and search backend: the float32 screening runs on faiss's exact flat
 index where it is installed (``backend="auto"`` or ``"faiss"``), else on torch matmuls
-(:class:`~graphssl.neighbors.NeighborIndex`).
+(:class:`~graphssl.neighbors.NeighborIndex`). float32 embeddings are not copied whole to
+float64: the training rows are (normalised), the evaluated rows are normalised a chunk at a time.
+
+Large graphs. The cost is ``|split| × |train| × D`` per evaluated split; ``max_rows`` evaluates
+a seeded uniform subsample of each split instead (the training rows included, every class
+keeping at least one), which the configuration sets above a size threshold.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 from typing import Any, Literal
@@ -36,6 +42,7 @@ from graphssl.evaluation.probe_inputs import (
     encode_classes,
     prepare_inputs,
 )
+from graphssl.evaluation.subsample import cap_rows, check_max_rows, row_generator
 from graphssl.neighbors import BACKENDS, Backend, NeighborIndex, resolve_backend
 
 __all__ = ["KNNEvaluator"]
@@ -44,9 +51,12 @@ Weighting = Literal["exp", "uniform"]
 _WEIGHTINGS = ("exp", "uniform")
 _RESCORE_ROWS = 512  # rows re-scored at once: bounds the [rows, candidates, D] gather
 
+log = logging.getLogger(__name__)
+
 
 def _l2_normalize(x: Tensor) -> Tensor:
     """Unit rows in float64; all-zero rows stay zero (as sklearn's ``normalize``)."""
+    x = x.to(torch.float64)
     norm = x.norm(dim=1, keepdim=True)
     return x / torch.where(norm == 0, torch.ones_like(norm), norm)
 
@@ -79,6 +89,10 @@ class KNNEvaluator(Probe):
         backend: float32 screening search, ``"auto"`` (faiss where installed and the
             embeddings are on the CPU), ``"faiss"`` or ``"torch"``; the neighbours are the same
             with each (default: ``"auto"``).
+        max_rows: In :meth:`evaluate`, use at most this many rows of each split (train, val and
+            test), drawn uniformly with a generator seeded by ``seed``; every class of a split
+            keeps at least one row. ``None`` uses every row (default: ``None``).
+        seed: Seed of the ``max_rows`` draw (default: ``0``).
 
     Attributes (after :meth:`fit`):
         classes_: ``[C]`` class ids seen in the training split.
@@ -93,6 +107,8 @@ class KNNEvaluator(Probe):
         weighting: Weighting = "exp",
         temperature: float = 0.07,
         backend: Backend = "auto",
+        max_rows: int | None = None,
+        seed: int = 0,
     ) -> None:
         if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool):
             raise TypeError(f"chunk_size must be an integer, got {chunk_size!r}")
@@ -114,6 +130,12 @@ class KNNEvaluator(Probe):
         self.temperature: float = float(temperature)
         self.backend: Backend = backend
 
+        self.max_rows: int | None = check_max_rows(max_rows)
+        self.seed: int = int(seed)
+
+    #: The embeddings stay float32 when given so; rows are cast to float64 where used.
+    input_dtype = None
+
     # ------------------------------------------------------------------ public API
     def fit(
         self,
@@ -123,10 +145,10 @@ class KNNEvaluator(Probe):
     ) -> KNNEvaluator:
         """Store the L2-normalised training rows (all rows when ``train_mask`` is None)."""
         if train_mask is None:
-            x, y, _ = prepare_inputs(embeddings, labels, {})
+            x, y, _ = prepare_inputs(embeddings, labels, {}, dtype=None)
             train = torch.arange(x.shape[0], device=x.device)
         else:
-            x, y, idx = prepare_inputs(embeddings, labels, {"train_mask": train_mask})
+            x, y, idx = prepare_inputs(embeddings, labels, {"train_mask": train_mask}, dtype=None)
             train = idx["train_mask"]
         self._fit(x[train], class_labels(y, train)[train])
         return self
@@ -135,7 +157,7 @@ class KNNEvaluator(Probe):
         """Cosine similarities ``[M, k]`` (float64, descending) and positions in the training
         split ``[M, k]`` of the nearest training rows."""
         self._check_fitted()
-        return self._kneighbors(_l2_normalize(self._as_query(embeddings)))
+        return self._kneighbors(self._as_query(embeddings))
 
     def predict(self, embeddings: ArrayLike) -> Tensor:
         """Class ids ``[M]`` for the rows of ``embeddings`` ``[M, D]``."""
@@ -147,16 +169,32 @@ class KNNEvaluator(Probe):
         """Fit on ``train`` and report accuracy on ``val`` and ``test``.
 
         Returns:
-            ``val_acc``, ``test_acc`` and ``k``.
+            ``val_acc``, ``test_acc`` and ``k`` (and ``max_rows`` when it dropped rows).
         """
+        capped = False
+        if self.max_rows is not None:
+            gen = row_generator(self.seed)
+            draws = {split: cap_rows(r, self.max_rows, gen, targets) for split, r in rows.items()}
+            capped = any(d.capped for d in draws.values())
+            if capped:
+                rows = {split: d.rows for split, d in draws.items()}
+                log.info(
+                    "%s: max_rows=%d, seeded subsample (seed %d) of %s rows",
+                    type(self).__name__,
+                    self.max_rows,
+                    self.seed,
+                    ", ".join(f"{s} {d.rows.numel()}" for s, d in draws.items()),
+                )
         self._fit(x[rows["train"]], targets[rows["train"]])
         out: dict[str, Any] = {}
         for split in ("val", "test"):
             split_rows = rows[split]
             out[f"{split}_acc"] = float(
-                (self._predict(x[split_rows]) == targets[split_rows]).double().mean()
+                (self._predict(x, split_rows) == targets[split_rows]).double().mean()
             )
         out["k"] = self.k
+        if capped:
+            out["max_rows"] = self.max_rows
         return out
 
     def _fit(self, x_train: Tensor, y_train: Tensor) -> None:
@@ -178,7 +216,7 @@ class KNNEvaluator(Probe):
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or evaluate()")
 
     def _as_query(self, embeddings: ArrayLike) -> Tensor:
-        x = as_float_matrix(embeddings).to(self.train_embeddings_.device)
+        x = as_float_matrix(embeddings, dtype=None).to(self.train_embeddings_.device)
         if x.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"embeddings have {x.shape[1]} features but the probe was fitted on "
@@ -186,8 +224,8 @@ class KNNEvaluator(Probe):
             )
         return x
 
-    def _predict(self, x: Tensor) -> Tensor:
-        sims, nbrs = self._kneighbors(_l2_normalize(x))
+    def _predict(self, x: Tensor, rows: Tensor | None = None) -> Tensor:
+        sims, nbrs = self._kneighbors(x, rows)
         if self.weighting == "exp":
             weights = sims.div(self.temperature).exp_()
         else:
@@ -196,8 +234,9 @@ class KNNEvaluator(Probe):
         votes.scatter_add_(1, self.train_labels_[nbrs], weights)
         return self.classes_[votes.argmax(dim=1)]  # first maximum: smallest class id
 
-    def _kneighbors(self, q: Tensor) -> tuple[Tensor, Tensor]:
-        """Top-k of the unit query rows ``q`` [M, D] (float64) against the training rows."""
+    def _kneighbors(self, x: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Top-k of the query rows ``x`` [M, D] (``x[rows]`` when given; L2-normalised in
+        float64 a chunk at a time) against the training rows."""
         train = self.train_embeddings_
         n_train, d = train.shape
         k = self.k
@@ -206,13 +245,13 @@ class KNNEvaluator(Probe):
         # |screened dot - exact dot| of unit vectors <= (d + 2) u (input rounding plus any
         # summation order), u = eps / 2 the unit roundoff of the screening dtype; doubled.
         bound = (d + 2) * torch.finfo(screen.dtype).eps
-        m = q.shape[0]
-        out_sims = q.new_empty(m, k)
-        out_nbrs = torch.empty(m, k, dtype=torch.long, device=q.device)
+        m = x.shape[0] if rows is None else rows.numel()
+        out_sims = torch.empty(m, k, dtype=torch.float64, device=x.device)
+        out_nbrs = torch.empty(m, k, dtype=torch.long, device=x.device)
         index = NeighborIndex(screen, "ip", self._search, self.chunk_size)
         for start in range(0, m, self.chunk_size):
             stop = min(start + self.chunk_size, m)
-            q_chunk = q[start:stop]
+            q_chunk = _l2_normalize(x[start:stop] if rows is None else x[rows[start:stop]])
             cand_sims, cand = index.search(q_chunk.to(screen.dtype), n_cand)
             top_sims, top_nbrs = self._rescore(q_chunk, cand)
             if n_cand < n_train:
@@ -220,10 +259,10 @@ class KNNEvaluator(Probe):
                 # similarity + bound; the top k is certain when it beats that.
                 uncertain = top_sims[:, k - 1] <= cand_sims[:, -1].double() + bound
                 if bool(uncertain.any()):
-                    rows = uncertain.nonzero().view(-1)
-                    exact = q_chunk[rows] @ train.T  # float64; ties beyond n_cand: arbitrary
-                    top_sims[rows], top_nbrs[rows] = self._rescore(
-                        q_chunk[rows], exact.topk(n_cand, dim=1).indices
+                    redo = uncertain.nonzero().view(-1)
+                    exact = q_chunk[redo] @ train.T  # float64; ties beyond n_cand: arbitrary
+                    top_sims[redo], top_nbrs[redo] = self._rescore(
+                        q_chunk[redo], exact.topk(n_cand, dim=1).indices
                     )
             out_sims[start:stop], out_nbrs[start:stop] = top_sims, top_nbrs
         return out_sims, out_nbrs
@@ -247,5 +286,6 @@ class KNNEvaluator(Probe):
         return (
             f"{type(self).__name__}(k={self.k}, chunk_size={self.chunk_size}, "
             f"weighting={self.weighting!r}, temperature={self.temperature}, "
-            f"backend={self.backend!r})"
+            f"backend={self.backend!r}, "
+            f"max_rows={self.max_rows})"
         )

@@ -1,4 +1,9 @@
-"""Figures of an embedding matrix: singular-value spectrum with the α-ReQ fit, 2-D projection."""
+"""Figures of an embedding matrix: singular-value spectrum with the α-ReQ fit, 2-D projection.
+
+Both draw on a seeded subsample of the rows of a large matrix (``max_rows``, ``max_points``)
+and never copy the whole matrix to float64: the spectrum comes from the diagnostics' chunked
+float64 decomposition, the projection casts only its sampled rows.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 from torch import Tensor
+
+from graphssl.evaluation.diagnostics.spectral import analyze
+from graphssl.evaluation.subsample import check_max_rows, row_generator
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -22,14 +30,42 @@ def _figure(width: float = 5.0, height: float = 4.0) -> Figure:
     return Figure(figsize=(width, height), dpi=110, layout="constrained")
 
 
-def spectrum_figure(embeddings: Tensor, fit_range: tuple[int, int] = (11, 100)) -> Figure:
+#: Rows the spectrum figure uses by default: a seeded uniform subsample above this.
+SPECTRUM_MAX_ROWS = 100_000
+
+
+def _float_rows(embeddings: Tensor) -> Tensor:
+    z = embeddings.detach()
+    return z if z.dtype in (torch.float32, torch.float64) else z.float()
+
+
+def spectrum_figure(
+    embeddings: Tensor,
+    fit_range: tuple[int, int] = (11, 100),
+    *,
+    max_rows: int | None = SPECTRUM_MAX_ROWS,
+    seed: int = 0,
+) -> Figure:
     """Eigenvalues of the covariance (σᵢ² of the centred matrix) on log-log axes, with the
-    power-law fit ``λᵢ ∝ i^-α`` over ``fit_range`` (1-based ranks) that α-ReQ reports."""
-    z = embeddings.detach().double()
-    sigma = torch.linalg.svdvals(z - z.mean(0, keepdim=True)).numpy()
-    lam = sigma**2
-    tol = max(z.shape) * np.finfo(np.float64).eps * (sigma[0] if sigma.size else 0.0)
-    lam = lam[sigma > tol]
+    power-law fit ``λᵢ ∝ i^-α`` over ``fit_range`` (1-based ranks) that α-ReQ reports.
+
+    Args:
+        embeddings: ``[N, D]`` float tensor (float32 is not copied whole to float64).
+        fit_range: 1-based ranks of the power-law fit (default: ``(11, 100)``).
+        max_rows: draw on a seeded uniform subsample of this many rows when ``N`` is larger;
+            ``None`` uses every row (default: :data:`SPECTRUM_MAX_ROWS`).
+        seed: seed of the subsample (default: ``0``).
+    """
+    max_rows = check_max_rows(max_rows)
+    z = _float_rows(embeddings)
+    n_all = z.shape[0]
+    if max_rows is not None and n_all > max_rows:
+        rows = torch.randperm(n_all, generator=row_generator(seed))[:max_rows].sort().values
+        z = z[rows.to(z.device)]
+    centered = analyze(z, centered=True).centered
+    assert centered is not None
+    sigma = centered.sigma.cpu().numpy()
+    lam = sigma[sigma > 0] ** 2
     fig = _figure()
     ax = fig.add_subplot()
     ranks = np.arange(1, lam.size + 1)
@@ -45,7 +81,8 @@ def spectrum_figure(embeddings: Tensor, fit_range: tuple[int, int] = (11, 100)) 
         ax.loglog(i, np.exp(a @ coef), "-", lw=2, label=f"α-ReQ fit: α = {coef[0]:.3f}")
     ax.set_xlabel("rank i")
     ax.set_ylabel("λᵢ / Σλ")
-    ax.set_title(f"Embedding spectrum ({z.shape[0]}×{z.shape[1]})")
+    sample = f"; {z.shape[0]} sampled rows" if z.shape[0] < n_all else ""
+    ax.set_title(f"Embedding spectrum ({n_all}×{z.shape[1]}{sample})")
     ax.legend(loc="lower left", fontsize=8)
     return fig
 
@@ -54,10 +91,10 @@ def projection_figure(
     embeddings: Tensor, labels: Tensor | None, max_points: int = 5000, seed: int = 0
 ) -> Figure:
     """First two principal components of (a seeded subsample of) the embeddings, by label."""
-    z = embeddings.detach().double()
+    z = embeddings.detach()
     gen = torch.Generator().manual_seed(seed)
     rows = torch.randperm(z.shape[0], generator=gen)[:max_points]
-    z = z[rows]
+    z = z[rows.to(z.device)].to(device="cpu", dtype=torch.float64)  # only the sampled rows
     z = z - z.mean(0, keepdim=True)
     _, _, v = torch.linalg.svd(z, full_matrices=False)
     xy = (z @ v[:2].T).numpy() if v.shape[0] >= 2 else np.c_[z.numpy()[:, :1], np.zeros(len(z))]

@@ -40,7 +40,14 @@ class Probe(ABC):
     validated inputs; :meth:`evaluate` does the validation every probe shares.
 
     Subclasses whose task is not single-label classification override :attr:`task`.
+    Subclasses that handle float32 embeddings themselves (casting only the rows they need, or
+    chunks of them, to float64) set :attr:`input_dtype` to ``None``, so that a large float32
+    matrix is never copied whole to float64.
     """
+
+    #: dtype :meth:`_evaluate` receives the embeddings in; ``None``: float32 or float64 as given
+    #: (float16/bfloat16 become float32).
+    input_dtype: torch.dtype | None = torch.float64
 
     @property
     def task(self) -> Task:
@@ -72,6 +79,7 @@ class Probe(ABC):
             embeddings,
             labels,
             {"train_mask": train_mask, "val_mask": val_mask, "test_mask": test_mask},
+            dtype=self.input_dtype,
         )
         rows = {split: idx[f"{split}_mask"] for split in SPLITS}
         return self._evaluate(x, self.targets(y, torch.cat(list(rows.values()))), rows)
@@ -96,7 +104,8 @@ class Probe(ABC):
         """Fit and score on validated inputs.
 
         Args:
-            x: ``[N, D]`` float64 embeddings.
+            x: ``[N, D]`` embeddings in :attr:`input_dtype` (float64 unless the subclass says
+                otherwise).
             targets: labels from :meth:`targets`.
             rows: ``{"train", "val", "test"}`` → ``long`` row indices.
         """

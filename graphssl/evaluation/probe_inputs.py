@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
 import numpy as np
@@ -22,6 +22,7 @@ __all__ = [
     "ArrayLike",
     "class_labels",
     "encode_classes",
+    "float64_chunks",
     "multilabel_targets",
     "prepare_inputs",
     "regression_targets",
@@ -30,6 +31,18 @@ __all__ = [
 ]
 
 ArrayLike: TypeAlias = Tensor | np.ndarray
+
+#: Rows cast to float64 at a time where a probe scores a whole split.
+ROW_CHUNK = 16384
+
+
+def float64_chunks(x: Tensor, rows: Tensor | None = None) -> Iterator[Tensor]:
+    """The rows of ``x`` (all, or ``rows`` in that order) as float64 chunks of at most
+    :data:`ROW_CHUNK` rows, so that a float32 matrix is never copied whole to float64."""
+    n = x.shape[0] if rows is None else rows.numel()
+    for start in range(0, n, ROW_CHUNK):
+        part = x[start : start + ROW_CHUNK] if rows is None else x[rows[start : start + ROW_CHUNK]]
+        yield part.to(torch.float64)
 
 
 def weight_decay_grid(weight_decay: float | Sequence[float]) -> tuple[float, ...]:
@@ -57,6 +70,8 @@ def prepare_inputs(
     embeddings: ArrayLike,
     labels: ArrayLike | None,
     masks: Mapping[str, ArrayLike],
+    *,
+    dtype: torch.dtype | None = torch.float64,
 ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """Validate embeddings [N, D], labels [N, ...] and the split masks/indices.
 
@@ -64,12 +79,14 @@ def prepare_inputs(
         embeddings: ``[N, D]`` floating embeddings.
         labels: one label (or label vector) per row.
         masks: ``{name: boolean mask [N] or index tensor}``; ``name`` appears in error messages.
+        dtype: dtype of the returned embeddings; ``None`` keeps float32/float64 input as it is
+            (no copy; float16/bfloat16 become float32). (default: ``torch.float64``)
 
     Returns:
-        The embeddings as float64, the labels on the same device and one ``long`` index tensor
-        per split, keyed as ``masks``.
+        The embeddings, the labels on the same device and one ``long`` index tensor per split,
+        keyed as ``masks``.
     """
-    x = as_float_matrix(embeddings)
+    x = as_float_matrix(embeddings, dtype=dtype)
     if labels is None:
         raise ValueError(
             "labels absent (labels=None): a probe needs one label per embedding row; the "

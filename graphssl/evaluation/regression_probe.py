@@ -1,7 +1,8 @@
 """Ridge-regression probe on frozen embeddings, for node- or graph-level regression targets.
 
 Closed form from one SVD of the centred training features: no optimiser
-and no random initialisation, and the whole L2 grid costs one SVD.
+and no random initialisation, and the whole L2 grid costs one SVD. float32 embeddings stay
+float32: only the training rows, and chunks of the scored rows, are cast to float64.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from graphssl.evaluation._checks import as_float_matrix
 from graphssl.evaluation.probe import Probe, Task
 from graphssl.evaluation.probe_inputs import (
     ArrayLike,
+    float64_chunks,
     prepare_inputs,
     standardization,
     weight_decay_grid,
@@ -74,6 +76,9 @@ class RidgeEvaluator(Probe):
         self.weight_decay: float | Sequence[float] = weight_decay
         self.standardize: bool = standardize
 
+    #: The embeddings stay float32 when given so; rows are cast to float64 where used.
+    input_dtype = None
+
     def fit(
         self,
         embeddings: ArrayLike,
@@ -89,7 +94,7 @@ class RidgeEvaluator(Probe):
             train_mask, val_mask: boolean masks ``[N]`` or index tensors.
         """
         x, y, idx = prepare_inputs(
-            embeddings, labels, {"train_mask": train_mask, "val_mask": val_mask}
+            embeddings, labels, {"train_mask": train_mask, "val_mask": val_mask}, dtype=None
         )
         rows = {"train": idx["train_mask"], "val": idx["val_mask"]}
         self._fit(x, self.targets(y, torch.cat(list(rows.values()))), rows)
@@ -99,13 +104,13 @@ class RidgeEvaluator(Probe):
         """Predictions ``[M, T]`` (``[M]`` when fitted on 1-D targets), float64."""
         if not hasattr(self, "coef_"):
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or evaluate()")
-        x = as_float_matrix(embeddings)
+        x = as_float_matrix(embeddings, dtype=None)
         if x.shape[1] != self.coef_.shape[0]:
             raise ValueError(
                 f"embeddings have {x.shape[1]} features but the probe was fitted on "
                 f"{self.coef_.shape[0]}"
             )
-        pred = self._predict(x)
+        pred = self._predict_rows(x, None)
         return pred[:, 0] if self._one_dimensional else pred
 
     @property
@@ -125,7 +130,7 @@ class RidgeEvaluator(Probe):
         targets = _as_columns(targets)
         out: dict[str, Any] = {}
         errors = {
-            split: _errors(self._predict(x[split_rows]), targets[split_rows])
+            split: _errors(self._predict_rows(x, split_rows), targets[split_rows])
             for split, split_rows in rows.items()
         }
         for split, (mae, _) in errors.items():
@@ -135,15 +140,19 @@ class RidgeEvaluator(Probe):
         out["weight_decay"] = self.weight_decay_
         return out
 
-    def _predict(self, x: Tensor) -> Tensor:
-        return ((x - self.mean_) / self.scale_) @ self.coef_ + self.intercept_
+    def _predict(self, x64: Tensor) -> Tensor:
+        return ((x64 - self.mean_) / self.scale_) @ self.coef_ + self.intercept_
+
+    def _predict_rows(self, x: Tensor, rows: Tensor | None) -> Tensor:
+        """Predictions for ``x[rows]`` (all rows when None), computed in float64 chunks."""
+        return torch.cat([self._predict(chunk) for chunk in float64_chunks(x, rows)])
 
     def _fit(self, x: Tensor, targets: Tensor, rows: Mapping[str, Tensor]) -> None:
         """``targets``: ``[N]`` or ``[N, T]`` float64 from :meth:`targets`."""
         train, val = rows["train"], rows["val"]
         self._one_dimensional = targets.ndim == 1
         targets = _as_columns(targets)
-        x_train, y_train = x[train], targets[train]
+        x_train, y_train = x[train].to(torch.float64), targets[train]
         n, d = x_train.shape
         mean, scale = standardization(x_train, self.standardize)
         if not self.standardize:
@@ -154,7 +163,7 @@ class RidgeEvaluator(Probe):
         tol = max(n, d) * torch.finfo(s.dtype).eps * (float(s[0]) if s.numel() else 0.0)
         keep = s > tol
         uty = u.T @ (y_train - y_mean)  # [r, T]
-        x_val, y_val = x[val], targets[val]
+        y_val = targets[val]
         self.intercept_ = y_mean
         self.val_metrics_per_weight_decay_: dict[float, float] = {}
         best: tuple[float, float, Tensor] | None = None
@@ -162,7 +171,7 @@ class RidgeEvaluator(Probe):
             shrink = torch.where(keep, s / (s * s + n * lam), torch.zeros_like(s))
             coef = vh.T @ (shrink.unsqueeze(1) * uty)
             self.coef_ = coef
-            mae, _ = _errors(self._predict(x_val), y_val)
+            mae, _ = _errors(self._predict_rows(x, val), y_val)
             self.val_metrics_per_weight_decay_[lam] = mae
             if best is None or mae < best[0]:  # strict: ties keep the stronger λ
                 best = (mae, lam, coef)

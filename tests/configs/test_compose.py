@@ -118,14 +118,16 @@ def test_eval_options_instantiate(eval_option: str) -> None:
 
 
 def test_readme_overrides_compose() -> None:
-    """The README's wider probe grid and model-selection commands compose as written."""
+    """The README's narrower probe grid and model-selection commands compose as written."""
     cfg = resolve_config(
         compose_with(
             "experiment=cca_ssg_citeseer",
-            "eval.probes.logreg.weight_decay=[100,30,10,3,1,0.3,0.1,0.01,0.001,0.0001,0.00001,0]",
+            "eval.probes.logreg.weight_decay=[0.1,0.01,0.001,0.0001,1e-05,0.0]",
         )
     )
-    assert instantiate(cfg.eval.probes.logreg).weight_decays[:2] == (100.0, 30.0)
+    assert instantiate(cfg.eval.probes.logreg).weight_decays[:2] == (0.1, 0.01)
+    default = resolve_config(compose_with()).eval.probes.logreg
+    assert instantiate(default).weight_decays[:2] == (100.0, 30.0)
     cfg = resolve_config(
         compose_with(
             "experiment=grace_citeseer",

@@ -67,7 +67,7 @@ def test_reprobe_reproduces_the_stored_runs_and_applies_new_probes(
 ) -> None:
     assert quality.main([*ARGS, "--store", str(store)]) == 0
     trained = table_row(capsys.readouterr().out)
-    # ours, wide grid, papers' probe
+    # ours, grid 0.1 … 0, papers' probe
     assert trained[4] != "—" and trained[5] != "—" and trained[8] != "—"
 
     assert run_count(store) == 2

@@ -24,6 +24,7 @@ from graphssl.evaluation.aggregate import mean_std
 from graphssl.evaluation.knn import KNNEvaluator
 from graphssl.evaluation.linear_probe import (
     DEFAULT_WEIGHT_DECAYS,
+    SPEC_WEIGHT_DECAYS,
     LogRegEvaluator,
     average_precision,
 )
@@ -62,7 +63,8 @@ def _problem(**kwargs: Any) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
 
 # ---------------------------------------------------------------------- LogRegEvaluator
 def test_logreg_defaults_match_the_spec() -> None:
-    assert DEFAULT_WEIGHT_DECAYS == (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 0.0)
+    assert DEFAULT_WEIGHT_DECAYS == (100, 30, 10, 3, 1, 0.3, 0.1, 1e-2, 1e-3, 1e-4, 1e-5, 0)
+    assert SPEC_WEIGHT_DECAYS == (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 0.0)
     probe = LogRegEvaluator(weight_decay=[1e-3, 0.0, 1e-1, 1e-3])
     assert probe.weight_decays == (1e-1, 1e-3, 0.0)  # deduplicated, strongest first
     assert LogRegEvaluator().weight_decays == DEFAULT_WEIGHT_DECAYS
@@ -70,7 +72,7 @@ def test_logreg_defaults_match_the_spec() -> None:
 
 def test_logreg_separable_data_is_classified_perfectly() -> None:
     x, y, train, val, test = _problem(noise=0.05)
-    result = LogRegEvaluator().evaluate(x, y, train, val, test)
+    result = LogRegEvaluator(weight_decay=SPEC_WEIGHT_DECAYS).evaluate(x, y, train, val, test)
     assert result["train_acc"] == result["val_acc"] == result["test_acc"] == 1.0
     assert set(result) == {"train_acc", "val_acc", "test_acc", "weight_decay", "converged"}
     assert isinstance(result["converged"], bool) and isinstance(result["weight_decay"], float)
@@ -500,3 +502,32 @@ def test_ridge_rejects_nan_targets() -> None:
     targets[25] = float("nan")
     with pytest.raises(ValueError, match="targets have 1 NaN or Inf values"):
         RidgeEvaluator().evaluate(**{**args, "labels": targets})
+
+
+def test_logreg_starts_at_the_zero_weight_optimum_and_warm_starts_save_iterations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    x, y, train, val, _ = _problem(n=600, noise=2.0, seed=2)
+    # with a huge L2 term the weights stay ~0 and the bias is the start: log class frequencies
+    huge = LogRegEvaluator(weight_decay=1e6).fit(x, y, train, val)
+    counts = torch.bincount(y[train]).double()
+    log_freq = torch.log(counts / counts.sum())
+    torch.testing.assert_close(huge.intercept_, log_freq - log_freq.mean(), atol=1e-4, rtol=0)
+    assert float(huge.coef_.abs().max()) < 1e-3
+    iterations: list[int] = []
+    original = linear_probe._minimize_lbfgs
+
+    def counting(objective: Any, theta0: Tensor, max_iter: int) -> tuple[Tensor, int, bool]:
+        out = original(objective, theta0, max_iter)
+        iterations.append(out[1])
+        return out
+
+    monkeypatch.setattr(linear_probe, "_minimize_lbfgs", counting)
+    warm = LogRegEvaluator(weight_decay=DEFAULT_WEIGHT_DECAYS).fit(x, y, train, val)
+    warm_iterations = sum(iterations)
+    iterations.clear()
+    cold = LogRegEvaluator(weight_decay=DEFAULT_WEIGHT_DECAYS, warm_start=False)
+    cold.fit(x, y, train, val)
+    assert warm_iterations < sum(iterations)
+    assert cold.val_metrics_per_weight_decay_.keys() == warm.val_metrics_per_weight_decay_.keys()
+    assert "warm_start=False" in repr(cold)
