@@ -40,6 +40,10 @@ class SSLMethod(nn.Module):
     supports_mini_batch: bool = True
     #: ``True`` when the method embeds whole graphs (InfoGraph, GraphCL).
     graph_level: bool = False
+    #: whether the same method with fresh, untrained weights is a meaningful reference
+    #: (``eval.baseline``); ``False`` for the supervised reference and for embedding tables
+    #: that only training fills (DeepWalk, node2vec).
+    has_untrained_baseline: bool = True
 
     def __init__(
         self,
