@@ -39,7 +39,7 @@ from graphssl.tasks.components import build_method, build_probes, configured_ext
 from graphssl.tasks.official import ogb_probe_metrics
 from graphssl.utils import capture_rng, restore_rng, seed_everything
 
-__all__ = ["HEADLINE", "gains", "untrained_baseline"]
+__all__ = ["HEADLINE", "baseline_enabled", "gains", "untrained_baseline"]
 
 log = logging.getLogger(__name__)
 
