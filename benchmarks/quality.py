@@ -19,6 +19,12 @@ methods ``eval=graph_papers`` (an RBF-kernel SVM with ``C`` grid-searched by 5-f
 training fold, as InfoGraph's and GraphCL's code). A second column evaluates the same embeddings
 with the logistic-regression probe on the earlier, narrower L2 grid (``SPEC_GRID``, 0.1 … 0;
 the default grid reaches 100), which the public Planetoid splits often select at its edge.
+The last two
+columns are the untrained-encoder baseline (``eval.baseline``: the same architecture, freshly
+initialised with the run's seed, never trained, under the same probe:
+``probe/logreg/baseline_test_acc``) and the gain, trained minus untrained
+(``probe/logreg/gain``), so every row says what self-supervision added; with ``--reprobe``
+they stay empty (the untrained embeddings are not stored). DeepWalk/node2vec have none.
 
 Usage::
 
@@ -91,6 +97,8 @@ PUBLISHED: dict[tuple[str, str], float] = {
 }
 
 METRIC = "probe/logreg/test_acc"
+BASELINE_METRIC = "probe/logreg/baseline_test_acc"
+GAIN_METRIC = "probe/logreg/gain"
 #: A second logistic-regression probe on the same embeddings, on the earlier grid that stops at
 #: 0.1 (the default, ``DEFAULT_WEIGHT_DECAYS``, reaches 100): on the public Planetoid splits
 #: (120–140 labelled nodes, 256–512 dimensions) validation picks 1–30 when it may, so this
@@ -168,7 +176,8 @@ def overrides_for(
 class Result:
     """One run: test accuracy (%) of the probes, epochs trained, the selected epoch (1-based;
     NaN without ``eval.select``), the narrower-grid probe's selected weight decay and
-    validation accuracy, and seconds."""
+    validation accuracy, the untrained baseline's test accuracy and the gain (NaN without a
+    baseline), and seconds."""
 
     ours: float
     spec: float
@@ -179,6 +188,8 @@ class Result:
     spec_weight_decay: float
     spec_val: float
     seconds: float
+    baseline: float = math.nan
+    gain: float = math.nan
 
 
 def compose_run(
@@ -218,6 +229,8 @@ def result_of(
         spec_weight_decay=float(metrics.get("probe/logreg_spec/weight_decay", math.nan)),
         spec_val=100.0 * float(metrics.get("probe/logreg_spec/val_acc", math.nan)),
         seconds=seconds,
+        baseline=100.0 * float(metrics.get(BASELINE_METRIC, math.nan)),
+        gain=100.0 * float(metrics.get(GAIN_METRIC, math.nan)),
     )
 
 
@@ -397,6 +410,11 @@ def reprobe_one(
     return result_of(evaluated.all_metrics, method, dataset, seconds, int(cfg.trainer.epochs))
 
 
+def finite(values: list[float]) -> list[float]:
+    """The finite values (runs without a baseline give NaN)."""
+    return [v for v in values if math.isfinite(v)]
+
+
 def fmt(values: list[float]) -> str:
     if not values:
         return "—"
@@ -508,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"(grid 0.1 … 0: {r.spec:.2f} at weight decay "
                         f"{r.spec_weight_decay:g}, val {r.spec_val:.2f}; "
                         f"papers' probe ({r.papers_probe}) {r.papers:.2f}; "
+                        f"untrained {r.baseline:.2f}, gain {r.gain:+.2f}; "
                         f"{r.epochs} epochs{chosen}, "
                         f"{r.seconds:.0f} s{', re-probed' if args.reprobe else ''})",
                         file=sys.stderr,
@@ -517,9 +536,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         "| method | dataset | epochs | seeds | ours (test acc %) | ours, λ grid 0.1 … 0 "
-        "| published | difference | papers' probe (which) | s / run |"
+        "| published | difference | papers' probe (which) | s / run | untrained | gain |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for method, dataset, results in rows:
         accs = [r.ours for r in results]
         published = PUBLISHED.get((method, dataset))
@@ -536,7 +555,9 @@ def main(argv: list[str] | None = None) -> int:
             f"| {method} | {dataset} | {trained} | {len(accs)} | {fmt(accs)} "
             f"| {fmt([r.spec for r in results])} | {pub} | {diff} "
             f"| {fmt([r.papers for r in results])} "
-            f"({', '.join(sorted({r.papers_probe for r in results}))}) | {sec:.0f} |"
+            f"({', '.join(sorted({r.papers_probe for r in results}))}) | {sec:.0f} "
+            f"| {fmt(finite([r.baseline for r in results]))} "
+            f"| {fmt(finite([r.gain for r in results]))} |"
         )
     return 0 if all(math.isfinite(r.ours) for _, _, rs in rows for r in rs) else 1
 

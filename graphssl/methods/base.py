@@ -79,6 +79,10 @@ class SSLMethod(nn.Module):
     #: encoder passes with gradients per training step (DGI: the graph and its corruption;
     #: two-view methods: one per view), for :meth:`full_batch_activation_bytes`.
     encoder_passes: int = 1
+    #: whether the same method with fresh, untrained weights is a meaningful reference
+    #: (``eval.baseline``); ``False`` for the supervised reference and for embedding tables
+    #: that only training fills (DeepWalk, node2vec).
+    has_untrained_baseline: bool = True
 
     def __init__(
         self,

@@ -142,6 +142,7 @@ class DeepWalk(SSLMethod):
     """
 
     supports_mini_batch = False
+    has_untrained_baseline = False  # a random embedding table is no encoder to compare with
 
     def __init__(
         self,

@@ -33,6 +33,8 @@ class Supervised(ImageSSLMethod):
             step (default: ``None``, a constant learning rate).
     """
 
+    has_untrained_baseline = False  # the supervised reference, not a self-supervised encoder
+
     def __init__(
         self,
         encoder: nn.Module,

@@ -10,6 +10,11 @@ The tables are shaped like S0's:
 * Table 4: the unweighted mean of Table 3 over the first group key (the dataset), one row per
   value of the remaining keys (the corruption), columns = metrics.
 
+Where the runs logged the untrained-encoder baseline (``eval.baseline``), two more tables:
+the downstream metric per group beside its baseline and their gain (``probe/<p>/gain``), and,
+per diagnostic, its mean on trained and untrained encoders and how often the trained one is
+the higher — whether the diagnostic separates trained from untrained.
+
 Constant inputs (or fewer than 3 runs) give NaN with a note, never an error.
 :func:`correlation_table` works on plain :class:`~graphssl.tracking.artifacts.RunRecord` lists;
 :func:`run_report` is the task the CLI calls (``graphssl-report``, config ``conf/report.yaml``).
@@ -30,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from graphssl.tasks.baseline import HEADLINE
 from graphssl.tasks.compare import correlation, metric_safe
 from graphssl.tracking import artifacts
 from graphssl.tracking.artifacts import RunRecord
@@ -41,7 +47,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CorrelationRow", "Report", "correlation_table", "markdown_table", "run_report"]
+__all__ = [
+    "BaselineRow",
+    "CorrelationRow",
+    "Report",
+    "SeparationRow",
+    "baseline_key",
+    "correlation_table",
+    "markdown_table",
+    "run_report",
+]
 
 ALL = "all"
 #: joins the values of several group keys into one label (not "|": Markdown tables)
@@ -60,6 +75,41 @@ class CorrelationRow:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class BaselineRow:
+    """One group: the downstream metric of the trained encoders, of their untrained baselines,
+    and the gain (means over the runs that have both; ``gain_std`` over those runs)."""
+
+    group: str
+    n: int
+    trained: float
+    baseline: float
+    gain: float
+    gain_std: float
+
+
+@dataclass(frozen=True)
+class SeparationRow:
+    """One diagnostic: its mean on trained (``diag/<m>``) and untrained (``diag_baseline/<m>``)
+    encoders over the runs that have both, and the share of them where the trained is higher."""
+
+    metric: str
+    n: int
+    trained: float
+    baseline: float
+    trained_higher: float
+
+
+def baseline_key(downstream: str) -> tuple[str, bool] | None:
+    """``(key of the baseline's value, whether higher is better)`` of a ``probe/<p>/<key>``
+    downstream metric; ``None`` for other metrics (e.g. ``supervised/test_acc``)."""
+    parts = downstream.split("/")
+    if len(parts) != 3 or parts[0] != "probe":
+        return None
+    higher = dict(HEADLINE).get(parts[2], not parts[2].endswith(("mae", "rmse")))
+    return f"probe/{parts[1]}/baseline_{parts[2]}", higher
+
+
 @dataclass
 class Report:
     """Result of :func:`correlation_table`.
@@ -74,6 +124,9 @@ class Report:
             plots.
         n_runs: runs used (those with a finite downstream value).
         average_by: the key whose runs were averaged into one point (``None``: none).
+        baseline: per group, the downstream metric beside the untrained baseline's (empty when
+            no run logged one).
+        separation: per diagnostic, trained vs untrained (empty without ``diag_baseline/*``).
     """
 
     group_keys: list[str]
@@ -84,6 +137,8 @@ class Report:
     points: dict[str, list[tuple[str, float, float]]] = field(default_factory=dict)
     n_runs: int = 0
     average_by: str | None = None
+    baseline: list[BaselineRow] = field(default_factory=list)
+    separation: list[SeparationRow] = field(default_factory=list)
 
     def cell(self, group: str, metric: str, stat: str = "spearman") -> float:
         for r in self.rows:
@@ -186,7 +241,105 @@ def correlation_table(
             rho, tau, n, note = correlation(x, y)
             rows.append(CorrelationRow(g, m, n, rho, tau, note))
             points[m].extend((g, a, b) for a, b in zip(x, y) if math.isfinite(a))
-    return Report(list(keys), groups, names, rows, downstream, points, len(used), average_by)
+    return Report(
+        list(keys),
+        groups,
+        names,
+        rows,
+        downstream,
+        points,
+        len(used),
+        average_by,
+        _baseline_rows(grouped, groups, downstream),
+        _separation_rows(used, names),
+    )
+
+
+def _baseline_rows(
+    grouped: dict[str, list[RunRecord]], groups: Sequence[str], downstream: str
+) -> list[BaselineRow]:
+    found = baseline_key(downstream)
+    if found is None:
+        return []
+    key, higher = found
+    out = []
+    for g in groups:
+        pairs = [
+            (r.metrics[downstream], r.metrics[key])
+            for r in grouped[g]
+            if math.isfinite(r.metrics.get(key, math.nan))
+        ]
+        if not pairs:
+            continue
+        trained, base = (np.array(v, dtype=float) for v in zip(*pairs))
+        gain = trained - base if higher else base - trained
+        std = float(gain.std(ddof=1)) if gain.size > 1 else math.nan
+        out.append(
+            BaselineRow(
+                g, len(pairs), float(trained.mean()), float(base.mean()), float(gain.mean()), std
+            )
+        )
+    return out
+
+
+def _separation_rows(runs: Sequence[RunRecord], names: Sequence[str]) -> list[SeparationRow]:
+    out = []
+    for m in names:
+        if not m.startswith("diag/"):
+            continue
+        twin = "diag_baseline/" + m.split("/", 1)[1]
+        pairs = [
+            (r.metrics[m], r.metrics[twin])
+            for r in runs
+            if math.isfinite(r.metrics.get(m, math.nan))
+            and math.isfinite(r.metrics.get(twin, math.nan))
+        ]
+        if not pairs:
+            continue
+        trained, base = (np.array(v, dtype=float) for v in zip(*pairs))
+        out.append(
+            SeparationRow(
+                m,
+                len(pairs),
+                float(trained.mean()),
+                float(base.mean()),
+                float((trained > base).mean()),
+            )
+        )
+    return out
+
+
+def baseline_markdown(report: Report) -> str:
+    """The two baseline tables of ``report`` in Markdown (``""`` when it has neither)."""
+    md: list[str] = []
+    if report.baseline:
+        md += [
+            f"## Untrained-encoder baseline: {report.downstream}",
+            "",
+            "| group | runs | trained | untrained | gain |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for b in report.baseline:
+            spread = "" if math.isnan(b.gain_std) else f" ± {b.gain_std:.4f}"
+            md.append(
+                f"| {b.group} | {b.n} | {b.trained:.4f} | {b.baseline:.4f} "
+                f"| {b.gain:+.4f}{spread} |"
+            )
+        md.append("")
+    if report.separation:
+        md += [
+            "## Diagnostics: trained vs untrained encoders",
+            "",
+            "| metric | runs | trained (mean) | untrained (mean) | trained higher |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for s in report.separation:
+            md.append(
+                f"| {s.metric} | {s.n} | {s.trained:.4g} | {s.baseline:.4g} "
+                f"| {100 * s.trained_higher:.0f}% |"
+            )
+        md.append("")
+    return "\n".join(md)
 
 
 def _average(
@@ -319,6 +472,16 @@ def write_outputs(report: Report, folder: Path) -> tuple[list[Path], str]:
             markdown_table(rows4, cols4, vals4, corner=corner4),
             "",
         ]
+    baseline = baseline_markdown(report)
+    if baseline:
+        md += [baseline]
+        p = folder / "baseline.csv"
+        with p.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["group", "runs", "trained", "untrained", "gain", "gain_std"])
+            for b in report.baseline:
+                w.writerow([b.group, b.n, b.trained, b.baseline, b.gain, b.gain_std])
+        paths.append(p)
     notes = report.notes()
     if notes:
         md += ["## Notes (NaN cells)", "", *(f"- {n}" for n in notes), ""]
@@ -349,6 +512,8 @@ def report_metrics(report: Report) -> dict[str, float]:
         group = _KEY.sub("_", r.group)
         out[f"report/spearman/{r.metric}/{group}"] = r.spearman
         out[f"report/kendall/{r.metric}/{group}"] = r.kendall
+    for b in report.baseline:
+        out[f"report/gain/{_KEY.sub('_', b.group)}"] = b.gain
     rows, cols, vals = report.table4("spearman")
     for i, row in enumerate(rows):
         for j, m in enumerate(cols):

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from graphssl.data.base import DataModule
 from graphssl.evaluation.runner import run_diagnostics, run_probes
 from graphssl.methods.base import SSLMethod
+from graphssl.tasks.baseline import untrained_baseline
 from graphssl.tasks.components import (
     build_datamodule,
     build_method,
@@ -32,6 +33,7 @@ from graphssl.tasks.components import (
     resolve_config,
     set_threads,
 )
+from graphssl.tasks.official import ogb_probe_metrics
 from graphssl.tracking.embeddings import log_embeddings
 from graphssl.tracking.identity import checkpoint_path, config_hash, resume_target
 from graphssl.tracking.mlflow_store import flatten
@@ -72,6 +74,12 @@ _PROBE_KEYS = (
     "test_ap",
     "test_mae",
     "weight_decay",
+    "baseline_test_acc",
+    "baseline_test_ap",
+    "baseline_test_mae",
+    "gain",
+    "ogb_test_acc",
+    "ogb_test_rocauc",
 )
 
 
@@ -250,8 +258,10 @@ def train(cfg: DictConfig) -> dict[str, float]:
         timings["time/diagnostics_seconds"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         metrics.update(run_probes(z, y, dm.splits(), build_probes(ev.probes, dm)))
+        metrics.update(ogb_probe_metrics(resolved, dm, z, y, metrics))
         metrics.update(_classifier_metrics(method, z, y, dm, str(resolved.trainer.device)))
         timings["time/probe_seconds"] = time.perf_counter() - t0
+        metrics.update(untrained_baseline(resolved, dm, method, metrics))  # after the trained work
         metrics.update(timings)
         metrics["time/total_seconds"] = time.perf_counter() - t_start
         tracker.log_metrics(metrics)

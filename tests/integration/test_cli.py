@@ -140,6 +140,14 @@ def test_selection_on_the_validation_probe(graphssl_cmd, cli_env, outputs_dir) -
     assert metrics["select/measurements"] == 3
     # the evaluated weights are the selected ones: the final probe sees the same validation score
     assert metrics["probe/logreg/val_acc"] == pytest.approx(best.value)
+    # the untrained-encoder baseline, on by default for an SSL method
+    for p in ("logreg", "knn"):
+        assert metrics[f"probe/{p}/gain"] == pytest.approx(
+            metrics[f"probe/{p}/test_acc"] - metrics[f"probe/{p}/baseline_test_acc"]
+        )
+        assert f"probe/{p}/baseline_val_acc" in metrics
+    assert "diag_baseline/rankme" in metrics and "diag_baseline/mean_cosine" in metrics
+    assert "probe/logreg/gain" in res.stdout and "probe/logreg/baseline_test_acc" in res.stdout
 
 
 def test_multirun_two_by_two(graphssl_cmd, cli_env, outputs_dir, data_dir) -> None:

@@ -69,12 +69,14 @@ def test_reprobe_reproduces_the_stored_runs_and_applies_new_probes(
     trained = table_row(capsys.readouterr().out)
     # ours, grid 0.1 … 0, papers' probe
     assert trained[4] != "—" and trained[5] != "—" and trained[8] != "—"
+    assert trained[10] != "—" and trained[11] != "—"  # the untrained baseline and the gain
 
     assert run_count(store) == 2
     assert quality.main([*ARGS, "--store", str(store), "--reprobe"]) == 0
     captured = capsys.readouterr()
     again = table_row(captured.out)
     assert again[4:9] == trained[4:9]  # the same embeddings under the same (deterministic) probes
+    assert again[10:12] == ["—", "—"]  # no untrained embeddings are stored to probe again
     assert captured.err.count("re-probed") == 2
     assert run_count(store) == 2  # re-probing trains nothing and logs no run
 

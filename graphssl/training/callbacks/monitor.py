@@ -3,12 +3,20 @@
 :class:`DiagnosticsMonitor` decides which epochs are measured, which rows (drawn once with a
 seeded ``torch.Generator``), runs the diagnostics function it is given (the train task passes
 :func:`graphssl.evaluation.diagnostics.embedding_diagnostics` from ``conf/callbacks/``) and
-checks whether the embeddings look collapsed. RankMe (Garrido et al., ICML 2023,
-https://arxiv.org/abs/2210.02885) normalised by ``min(n, d)`` near 0, or a stable rank near 1,
-means the embeddings occupy (almost) one direction. :class:`DiagnosticsCallback` logs what it
-measures as ``diag/<name>`` (step = epoch) through a metrics sink and raises the collapse alarm:
-a warning and the tag ``graphssl.collapse_alarm`` = ``"epoch N: rankme*=…, stable_rank=…"``,
-set once per run.
+checks whether the embeddings look collapsed, in either of two ways:
+
+* **rank collapse**: RankMe (Garrido et al., ICML 2023, https://arxiv.org/abs/2210.02885)
+  normalised by ``min(n, d)`` near 0, or a stable rank near 1 — the embeddings span (almost)
+  one dimension;
+* **direction collapse**: a mean pairwise cosine similarity of the rows near 1 — every row
+  points (almost) the same way, which a high centered rank does not exclude (the spread around
+  the common direction may be isotropic).
+
+:class:`DiagnosticsCallback` logs what it measures as ``diag/<name>`` (step = epoch, the whole
+suite: ranks, ``mean_cosine``, ``mean_norm``, ...) through a metrics sink and raises the
+collapse alarm: a warning and the tag ``graphssl.collapse_alarm`` with the reason, e.g.
+``"epoch 4: rankme*=0.002, stable_rank=1.01 (rank collapse)"`` or
+``"epoch 12: mean_cosine 0.95 > 0.9 (direction collapse)"``, set once per run.
 """
 
 from __future__ import annotations
@@ -71,31 +79,45 @@ def select_subset(num_rows: int, size: int | None, seed: int) -> Tensor:
 
 @dataclass(frozen=True)
 class CollapseThresholds:
-    """Alarm when ``rankme_normalized`` or ``stable_rank`` falls below these values.
+    """Alarm when ``rankme_normalized`` or ``stable_rank`` falls below these values (rank
+    collapse), or ``mean_cosine`` rises above its value (direction collapse); ``None`` turns a
+    check off.
 
     Args:
         rankme_normalized: RankMe / min(n, d) below this is collapse (default: ``0.01``).
         stable_rank: ``‖X‖_F² / σ₁²`` below this is collapse (default: ``1.5``).
+        mean_cosine: mean pairwise cosine similarity of the rows above this is collapse
+            (default: ``0.9``).
     """
 
     rankme_normalized: float | None = 0.01
     stable_rank: float | None = 1.5
+    mean_cosine: float | None = 0.9
 
 
 def collapse_message(
-    diag: dict[str, float], epoch: int, thresholds: CollapseThresholds
+    diag: Mapping[str, float], epoch: int, thresholds: CollapseThresholds
 ) -> str | None:
-    """``"epoch N: rankme*=…, stable_rank=…"`` when a threshold is crossed, else ``None``.
+    """The alarm text when a threshold is crossed, else ``None``.
 
-    Non-finite values (e.g. all-zero embeddings give NaN) count as collapse.
+    ``"epoch N: rankme*=…, stable_rank=… (rank collapse)"``,
+    ``"epoch N: mean_cosine 0.95 > 0.9 (direction collapse)"``, or both joined by ``"; "``.
+    Non-finite ranks (e.g. all-zero embeddings give NaN) count as rank collapse; the direction
+    check needs a finite ``mean_cosine`` in ``diag`` (absent: not checked).
     """
     rm = float(diag["rankme_normalized"])
     sr = float(diag["stable_rank"])
     low_rm = thresholds.rankme_normalized is not None and not rm >= thresholds.rankme_normalized
     low_sr = thresholds.stable_rank is not None and not sr >= thresholds.stable_rank
-    if not (low_rm or low_sr):
+    reasons = []
+    if low_rm or low_sr:
+        reasons.append(f"rankme*={rm:.4g}, stable_rank={sr:.4g} (rank collapse)")
+    mc = float(diag.get("mean_cosine", math.nan))
+    if thresholds.mean_cosine is not None and math.isfinite(mc) and mc > thresholds.mean_cosine:
+        reasons.append(f"mean_cosine {mc:.4g} > {thresholds.mean_cosine:g} (direction collapse)")
+    if not reasons:
         return None
-    return f"epoch {epoch}: rankme*={rm:.4g}, stable_rank={sr:.4g}"
+    return f"epoch {epoch}: " + "; ".join(reasons)
 
 
 @dataclass
@@ -115,7 +137,8 @@ class DiagnosticsMonitor:
             ``torch.no_grad()`` (the train task passes the run's configured extraction).
         diagnose: ``diagnose(z, reference=...) -> {name: value}``, the diagnostics suite
             (:func:`~graphssl.evaluation.diagnostics.embedding_diagnostics`); it must report
-            ``rankme_normalized`` and ``stable_rank`` for the collapse check.
+            ``rankme_normalized`` and ``stable_rank`` for the rank check, and
+            ``mean_cosine`` for the direction check.
         every: measure at epochs ``0, every, 2·every, …``; ``None`` never (default: ``None``).
         subset: rows measured, drawn once from ``seed``; ``None`` all rows (default: ``2048``).
         seed: seed of the subset (default: ``0``).

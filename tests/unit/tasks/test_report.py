@@ -106,3 +106,42 @@ def test_average_by_merges_the_runs_of_one_point() -> None:
     runs.append(_run(99, 5.0, {}, x=9.0))
     runs.append(_run(98, 6.0, {}, x=10.0))
     assert correlation_table(runs, group_by=[], average_by="params.missing").rows[0].n == 18
+
+
+def test_baseline_and_separation_tables_where_runs_logged_a_baseline(tmp_path) -> None:
+    from graphssl.tasks.report import baseline_key, report_metrics, write_outputs
+
+    runs = []
+    for i in range(4):
+        r = _run(i, 0.7 + 0.05 * i, {"dataset.name": "A" if i < 2 else "B"}, x=float(i), y=1.0)
+        r.metrics["probe/logreg/baseline_test_acc"] = 0.6
+        r.metrics["diag_baseline/x"] = 1.5  # trained x is higher in runs 2, 3
+        runs.append(r)
+    runs.append(_run(9, 0.5, {"dataset.name": "B"}, x=9.0, y=2.0))  # no baseline logged
+    report = correlation_table(runs, group_by=["params.dataset.name"])
+    assert [(b.group, b.n) for b in report.baseline] == [("A", 2), ("B", 2)]
+    a, b = report.baseline
+    assert a.trained == pytest.approx(0.725) and a.baseline == pytest.approx(0.6)
+    assert a.gain == pytest.approx(0.125) and b.gain == pytest.approx(0.225)
+    assert a.gain_std == pytest.approx(np.std([0.1, 0.15], ddof=1))
+    (sep,) = report.separation  # diag/y has no baseline twin
+    assert sep.metric == "diag/x" and sep.n == 4 and sep.trained_higher == pytest.approx(0.5)
+    assert sep.baseline == pytest.approx(1.5)
+    _, text = write_outputs(report, tmp_path)
+    assert "| A | 2 | 0.7250 | 0.6000 | +0.1250" in text
+    assert "| diag/x | 4 | 1.5 | 1.5 | 50% |" in text
+    assert (tmp_path / "baseline.csv").read_text().startswith("group,runs,trained,untrained")
+    assert report_metrics(report)["report/gain/B"] == pytest.approx(0.225)
+    # no baseline for a downstream metric that is not a probe's; error metrics flip the sign
+    assert correlation_table(runs, downstream="diag/y").baseline == []
+    assert baseline_key("probe/ridge/test_mae") == ("probe/ridge/baseline_test_mae", False)
+    assert baseline_key("supervised/test_acc") is None
+
+
+def test_no_baseline_tables_without_baseline_metrics(tmp_path) -> None:
+    from graphssl.tasks.report import write_outputs
+
+    report = correlation_table([_run(i, 0.1 * i, x=float(i)) for i in range(4)])
+    assert report.baseline == [] and report.separation == []
+    _, text = write_outputs(report, tmp_path)
+    assert "baseline" not in text and not (tmp_path / "baseline.csv").exists()

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from graphssl.evaluation.diagnostics import embedding_diagnostics
 from graphssl.training.callbacks.monitor import (
     COLLAPSE_TAG,
+    CollapseThresholds,
     DiagnosticsCallback,
     DiagnosticsMonitor,
 )
@@ -71,6 +72,8 @@ def test_logs_diag_metrics_every_k_epochs() -> None:
         "diag/stable_rank",
         "diag/coherence",
         "diag/self_cluster",
+        "diag/mean_cosine",
+        "diag/mean_norm",
     } <= keys
     assert tracker.tags == [] and cb.alarm is None
 
@@ -102,3 +105,42 @@ def test_alarm_reaches_mlflow(outputs_dir: Path) -> None:
     assert run.data.tags[COLLAPSE_TAG].startswith("epoch 0:")
     history = tracker.client.get_metric_history(tracker.run_id, "diag/stable_rank")
     assert sorted(m.step for m in history) == [0, 2, 4]
+
+
+class Sequence(nn.Module):
+    """A "method" whose embeddings at epoch ``e`` are ``frames[e]``."""
+
+    def __init__(self, frames: list[Tensor]) -> None:
+        super().__init__()
+        self.frames = frames
+        self.epoch = 0
+
+    def forward(self) -> Tensor:
+        return self.frames[min(self.epoch, len(self.frames) - 1)]
+
+
+def test_direction_collapse_alarm_names_its_reason_in_the_tag() -> None:
+    # rows drift towards one direction: full centered rank, rising mean cosine
+    g = torch.Generator().manual_seed(0)
+    u = torch.nn.functional.normalize(torch.randn(32, generator=g), dim=0)
+    noise = torch.randn(512, 32, generator=g)
+    model = Sequence([a * u + noise for a in (0.0, 5.0, 20.0, 40.0)])
+    tracker = FakeTracker()
+    mon = DiagnosticsMonitor(
+        embed,
+        embedding_diagnostics,
+        every=1,
+        subset=None,
+        thresholds=CollapseThresholds(rankme_normalized=0.01, stable_rank=None),
+    )
+    cb = DiagnosticsCallback(mon, tracker)  # type: ignore[arg-type]
+    for e in range(4):
+        model.epoch = e
+        cb.on_epoch_end(None, model, EpochResult(e, {"loss": 1.0}, 0.0))  # type: ignore[arg-type]
+    cosines = [m["diag/mean_cosine"] for m, _ in tracker.metrics]
+    assert cosines[1] < 0.9 < cosines[2] and cosines == sorted(cosines)
+    assert all(m["diag/effective_rank"] > 30 for m, _ in tracker.metrics)  # rank stays high
+    assert len(tracker.tags) == 1
+    tag = tracker.tags[0][COLLAPSE_TAG]
+    assert tag.startswith("epoch 2: mean_cosine 0.9") and tag.endswith("> 0.9 (direction collapse)")
+    assert "rank collapse" not in tag
