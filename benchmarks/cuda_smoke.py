@@ -27,8 +27,12 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from graphssl.evaluation.extraction import extract_embeddings
-from graphssl.evaluation.runner import run_probes
-from graphssl.tasks.components import build_datamodule, build_method, build_probes, resolve_config
+from graphssl.tasks.components import (
+    build_datamodule,
+    build_method,
+    configured_probes,
+    resolve_config,
+)
 from graphssl.utils import seed_everything
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -121,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             check(bool(torch.isfinite(z).all()), f"{kind} embeddings finite", failures)
 
-        metrics = run_probes(z, y, dm.splits(), build_probes(cfg.eval.probes, dm))
+        metrics = configured_probes(cfg.eval, dm, z, y, int(cfg.seed))
         for key in sorted(k for k in metrics if k.endswith("test_acc")):
             print(f"  probe {key} = {metrics[key]:.4f}")
         acc = metrics.get("probe/logreg/test_acc", float("nan"))

@@ -33,9 +33,9 @@ from collections.abc import Mapping
 from omegaconf import DictConfig
 
 from graphssl.data.base import DataModule
-from graphssl.evaluation.runner import run_diagnostics, run_probes
+from graphssl.evaluation.runner import run_diagnostics
 from graphssl.methods.base import SSLMethod
-from graphssl.tasks.components import build_method, build_probes, configured_extraction
+from graphssl.tasks.components import build_method, configured_extraction, configured_probes
 from graphssl.tasks.official import ogb_probe_metrics
 from graphssl.utils import capture_rng, restore_rng, seed_everything
 
@@ -103,7 +103,7 @@ def untrained_baseline(
         if ev.diagnostics.enabled:
             diags = run_diagnostics(z, reference=bool(ev.diagnostics.reference))
             out.update({f"diag_baseline/{k.split('/', 1)[1]}": v for k, v in diags.items()})
-        probe_metrics = run_probes(z, y, dm.splits(), build_probes(ev.probes, dm))
+        probe_metrics = configured_probes(ev, dm, z, y, int(cfg.seed))
         probe_metrics.update(ogb_probe_metrics(cfg, dm, z, y, probe_metrics))
     finally:
         restore_rng(rng)

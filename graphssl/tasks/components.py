@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from graphssl.data.base import DataModule
 from graphssl.evaluation.extraction import extract_embeddings
+from graphssl.evaluation.runner import evaluation_settings, run_probes
 from graphssl.methods.base import SSLMethod
 
 __all__ = [
@@ -114,6 +115,16 @@ def build_probes(probes: DictConfig | None, dm: DataModule) -> dict[str, Any]:
         name: instantiate(p)
         for name, p in probe_configs(probes, getattr(dm, "task", "classification")).items()
     }
+
+
+def configured_probes(
+    eval_cfg: DictConfig, dm: DataModule, z: torch.Tensor, y: torch.Tensor | None, seed: int
+) -> dict[str, float]:
+    """:func:`run_probes` with the run's probes on ``dm``'s splits and its row cap
+    (``eval.max_rows``, drawn with ``seed``)."""
+    caps = evaluation_settings(eval_cfg)
+    probes = build_probes(eval_cfg.probes, dm)
+    return run_probes(z, y, dm.splits(), probes, max_rows=caps["max_rows"], seed=seed)
 
 
 def configured_extraction(

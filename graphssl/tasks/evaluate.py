@@ -23,7 +23,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from graphssl.data.base import DataModule
-from graphssl.evaluation.runner import run_diagnostics, run_probes
+from graphssl.evaluation.runner import evaluation_settings, run_diagnostics, run_probes
 from graphssl.tasks.components import build_datamodule, build_probes, resolve_config
 from graphssl.tasks.train import summary_table
 from graphssl.tracking import artifacts
@@ -174,7 +174,10 @@ def evaluate_run(
     metrics: dict[str, float] = {}
     if cfg.eval.diagnostics.enabled:
         metrics.update(run_diagnostics(z, reference=bool(cfg.eval.diagnostics.reference)))
-    metrics.update(run_probes(z, emb.labels, dm.splits(), probes))
+    caps = evaluation_settings(cfg.eval)
+    metrics.update(
+        run_probes(z, emb.labels, dm.splits(), probes, max_rows=caps["max_rows"], seed=seed)
+    )
     metrics["time/evaluate_seconds"] = time.perf_counter() - t0
     return metrics, dm, emb, seed
 
@@ -206,7 +209,7 @@ def _log(
             if figures:
                 from graphssl.tasks.train import log_figures
 
-                log_figures(tracker, emb.embeddings, emb.labels, seed)
+                log_figures(tracker, emb.embeddings, emb.labels, seed, cfg.eval)
             return tracker.run_id
     artifacts.log_metrics_to(store, run.run_id, metrics)
     artifacts.set_tags_on(
@@ -217,7 +220,10 @@ def _log(
         from graphssl.evaluation.plots import projection_figure, spectrum_figure
 
         z, y = emb.embeddings, emb.labels
-        artifacts.log_figure_to(store, run.run_id, spectrum_figure(z), "figures/spectrum.png")
+        spectrum = spectrum_figure(
+            z, max_rows=evaluation_settings(cfg.eval)["figure_max_rows"], seed=seed
+        )
+        artifacts.log_figure_to(store, run.run_id, spectrum, "figures/spectrum.png")
         artifacts.log_figure_to(
             store, run.run_id, projection_figure(z, y, seed=seed), "figures/projection.png"
         )

@@ -21,14 +21,14 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from graphssl.data.base import DataModule
-from graphssl.evaluation.runner import run_diagnostics, run_probes
+from graphssl.evaluation.runner import evaluation_settings, run_diagnostics
 from graphssl.methods.base import SSLMethod
 from graphssl.tasks.baseline import untrained_baseline
 from graphssl.tasks.components import (
     build_datamodule,
     build_method,
-    build_probes,
     configured_extraction,
+    configured_probes,
     probe_configs,
     resolve_config,
     set_threads,
@@ -257,7 +257,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
             metrics.update(run_diagnostics(z, reference=bool(ev.diagnostics.reference)))
         timings["time/diagnostics_seconds"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        metrics.update(run_probes(z, y, dm.splits(), build_probes(ev.probes, dm)))
+        metrics.update(configured_probes(ev, dm, z, y, int(resolved.seed)))
         metrics.update(ogb_probe_metrics(resolved, dm, z, y, metrics))
         metrics.update(_classifier_metrics(method, z, y, dm, str(resolved.trainer.device)))
         timings["time/probe_seconds"] = time.perf_counter() - t0
@@ -267,18 +267,27 @@ def train(cfg: DictConfig) -> dict[str, float]:
         tracker.log_metrics(metrics)
 
         if ev.figures:
-            log_figures(tracker, z, y, int(resolved.seed))
+            log_figures(tracker, z, y, int(resolved.seed), ev)
         if resolved.logger.get("log_embeddings", True):
             log_embeddings(tracker, z, y)
         print(summary_table(metrics, f"{run_name(resolved)}  (MLflow run {tracker.run_id})"))
     return metrics
 
 
-def log_figures(tracker: RunTracker, z: torch.Tensor, y: torch.Tensor | None, seed: int) -> None:
-    """The spectrum and projection figures of ``z`` (``figures/*.png``)."""
+def log_figures(
+    tracker: RunTracker,
+    z: torch.Tensor,
+    y: torch.Tensor | None,
+    seed: int,
+    eval_cfg: DictConfig | None = None,
+) -> None:
+    """The spectrum and projection figures of ``z`` (``figures/*.png``); the spectrum on at most
+    ``eval.figure_max_rows`` seeded rows."""
     from graphssl.evaluation.plots import projection_figure, spectrum_figure
 
-    tracker.log_figure(spectrum_figure(z), "figures/spectrum.png")
+    caps = evaluation_settings(eval_cfg if eval_cfg is not None else {})
+    spectrum = spectrum_figure(z, max_rows=caps["figure_max_rows"], seed=seed)
+    tracker.log_figure(spectrum, "figures/spectrum.png")
     tracker.log_figure(projection_figure(z, y, seed=seed), "figures/projection.png")
 
 
