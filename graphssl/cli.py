@@ -25,6 +25,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from graphssl.tasks._console import console_entry, quiet_libraries
+
 CONFIG_PATH = str(Path(__file__).resolve().parent.parent / "conf")
 
 log = logging.getLogger("graphssl")
@@ -50,6 +52,7 @@ def _run_task(
 ) -> Any:
     """Run ``task(cfg)``; a user error ends a single run with one paragraph on stderr."""
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    quiet_libraries()  # again: a multirun job may run in a fresh worker process
     try:
         return task(cfg)
     except user_errors as err:
@@ -75,7 +78,7 @@ def _run_task(
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="train")
-def main(cfg: DictConfig) -> float | None:
+def _train_main(cfg: DictConfig) -> float | None:
     """``graphssl``: train, evaluate and log one run (or one job of a multirun)."""
     from graphssl.tasks.train import train
 
@@ -85,7 +88,7 @@ def main(cfg: DictConfig) -> float | None:
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="evaluate")
-def evaluate_main(cfg: DictConfig) -> None:
+def _evaluate_main(cfg: DictConfig) -> None:
     """``graphssl-evaluate``: probe and diagnose stored runs again, without training."""
     from graphssl.tasks.evaluate import evaluate
 
@@ -94,28 +97,38 @@ def evaluate_main(cfg: DictConfig) -> None:
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="compare")
-def compare_main(cfg: DictConfig) -> None:
+def _compare_main(cfg: DictConfig) -> None:
     """``graphssl-compare``: EMIR ranking of the embedders of several runs."""
     from graphssl.tasks.compare import run_compare
 
+    quiet_libraries()
     run_compare(cfg)
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="report")
-def report_main(cfg: DictConfig) -> None:
+def _report_main(cfg: DictConfig) -> None:
     """``graphssl-report``: which diagnostic predicts downstream accuracy, per group of runs."""
     from graphssl.tasks.report import run_report
 
+    quiet_libraries()
     run_report(cfg)
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="stability")
-def stability_main(cfg: DictConfig) -> None:
+def _stability_main(cfg: DictConfig) -> None:
     """``graphssl-stability``: how many rows each diagnostic needs."""
     from graphssl.tasks.stability import run_stability
 
+    quiet_libraries()
     run_stability(cfg)
 
+
+# the console scripts: --version, quiet libraries and one line on Ctrl-C around each task
+main = console_entry("graphssl", _train_main)
+evaluate_main = console_entry("graphssl-evaluate", _evaluate_main)
+compare_main = console_entry("graphssl-compare", _compare_main)
+report_main = console_entry("graphssl-report", _report_main)
+stability_main = console_entry("graphssl-stability", _stability_main)
 
 if __name__ == "__main__":
     main()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from graphssl.data.base import DataModule
 from graphssl.evaluation.runner import evaluation_settings, run_diagnostics
 from graphssl.methods.base import SSLMethod
+from graphssl.tasks._console import log_to_files
 from graphssl.tasks.baseline import untrained_baseline
 from graphssl.tasks.components import (
     build_datamodule,
@@ -33,6 +35,8 @@ from graphssl.tasks.components import (
     resolve_config,
     set_threads,
 )
+from graphssl.tasks.debug import apply_debug_limits
+from graphssl.tasks.modality import check_modalities
 from graphssl.tasks.official import ogb_probe_metrics
 from graphssl.tracking.embeddings import log_embeddings
 from graphssl.tracking.identity import checkpoint_path, config_hash, resume_target
@@ -112,6 +116,11 @@ def _tags(hc: HydraConf | None) -> dict[str, str]:
     return tags
 
 
+def _number(v: float) -> str:
+    """A whole number as one (``261``), anything else with four decimals (``0.8180``)."""
+    return str(int(v)) if math.isfinite(v) and float(v).is_integer() else f"{v:.4f}"
+
+
 def summary_table(metrics: dict[str, float], header: str) -> str:
     """A short plain-text table of the headline metrics."""
     rows = [
@@ -122,7 +131,7 @@ def summary_table(metrics: dict[str, float], header: str) -> str:
     rows += [(k, v) for k, v in metrics.items() if k in _SUMMARY_KEYS]
     width = max([len(k) for k, _ in rows] + [len(header)])
     lines = [header, "-" * (width + 14)]
-    lines += [f"{k:<{width}}  {v:>12.4f}" for k, v in rows]
+    lines += [f"{k:<{width}}  {_number(v):>12}" for k, v in rows]
     return "\n".join(lines)
 
 
@@ -199,7 +208,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     """Train, evaluate and log one configured run; returns its final metrics."""
     t_start = time.perf_counter()
     hc = _hydra()
-    resolved = resolve_config(cfg)
+    resolved = apply_debug_limits(resolve_config(cfg))
+    check_modalities(resolved)  # an image method on a graph (or a GNN on images): refused now
     store = TrackingStore.from_config(resolved)
     parent = None
     if hc is not None and hc.mode == RunMode.MULTIRUN:
@@ -270,7 +280,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
             log_figures(tracker, z, y, int(resolved.seed), ev)
         if resolved.logger.get("log_embeddings", True):
             log_embeddings(tracker, z, y)
-        print(summary_table(metrics, f"{run_name(resolved)}  (MLflow run {tracker.run_id})"))
+        table = summary_table(metrics, f"{run_name(resolved)}  (MLflow run {tracker.run_id})")
+        print(table)
+        log_to_files(f"summary\n{table}")  # the job log too, without printing it twice
     return metrics
 
 

@@ -94,6 +94,9 @@ class RunTracker:
             self.client.set_terminated(self.run_id, "FINISHED")
             return
         status = "KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED"
+        if status == "KILLED" and exc is not None:  # named by the console's Ctrl-C line
+            killed = getattr(exc, "graphssl_killed_runs", [])
+            exc.graphssl_killed_runs = [*killed, self.run_id]  # type: ignore[attr-defined]
         try:
             message = f"{exc_type.__name__}: {exc}"
             self.client.set_tag(self.run_id, "error", message[:5000])

@@ -1,0 +1,176 @@
+"""What the console scripts show: their version, actionable warnings only, and one line on Ctrl-C.
+
+Every entry point of :mod:`graphssl.cli` goes through :func:`console_entry`, which
+
+- answers ``--version`` (``importlib.metadata``) before Hydra parses anything;
+- hides the library noise a user cannot act on (:func:`quiet_libraries`): a deprecation of
+  ``torch.jit.script`` inside PyG, two beta notices of PyTorch's sparse CSR tensors raised from
+  PyG, MLflow's schema-migration lines, PyG's ``Processing... Done!``, matplotlib's font cache,
+  gensim's progress lines and the colour codes of Optuna's log lines off a terminal;
+- turns the remaining warnings into one-line log records (``UserWarning: ...``), so they reach
+  the Hydra job log as well as the terminal;
+- ends Ctrl-C with one line naming the MLflow run(s) it marked ``KILLED`` and exit status 130.
+
+The filters match a message and the module that raises it, never a whole category.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+__all__ = [
+    "ENV_WARNINGS",
+    "INTERRUPTED_EXIT",
+    "NOISE_LOGGERS",
+    "NOISE_WARNINGS",
+    "console_entry",
+    "graphssl_version",
+    "log_to_files",
+    "quiet_libraries",
+]
+
+log = logging.getLogger("graphssl")
+
+#: exit status of a run ended by Ctrl-C (128 + SIGINT), as a shell reports it
+INTERRUPTED_EXIT = 130
+
+#: (category, message regex, module regex) of warnings no graphssl user can act on
+NOISE_WARNINGS: tuple[tuple[type[Warning], str, str], ...] = (
+    # PyG's pooling modules still script a helper at import time
+    (FutureWarning, r"`torch\.jit\.script` is deprecated", r"torch\.jit"),
+    # PyG builds CSR adjacency matrices; PyTorch announces the beta status of those tensors
+    (UserWarning, r"Sparse invariant checks are implicitly disabled", r"torch_geometric\.utils"),
+    (UserWarning, r"Sparse CSR tensor support is in beta state", r"torch_geometric\.utils"),
+)
+
+#: the same filters as ``PYTHONWARNINGS`` entries (literal message prefix, exact module), for the
+#: processes a task starts (EMIR's spawned workers, launcher workers): they inherit the variable
+_PYG_SPARSE = "UserWarning:torch_geometric.utils.sparse"
+ENV_WARNINGS = (
+    "ignore:`torch.jit.script` is deprecated:FutureWarning:torch.jit._script",
+    f"ignore:Sparse invariant checks are implicitly disabled:{_PYG_SPARSE}",
+    f"ignore:Sparse CSR tensor support is in beta state:{_PYG_SPARSE}",
+)
+
+#: library loggers whose INFO lines are progress chatter (schema migration, font cache, ...)
+NOISE_LOGGERS = (
+    "alembic",
+    "mlflow.store.db.utils",
+    "gensim",
+    "matplotlib.font_manager",
+    "optuna",
+)
+
+_pyg_patched = False
+
+
+def graphssl_version() -> str:
+    """The installed version of graphssl (``0+unknown`` when it is not installed)."""
+    try:
+        return version("graphssl")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _format_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    line: str | None = None,
+) -> str:
+    return f"{category.__name__}: {message}"
+
+
+def quiet_libraries() -> None:
+    """Install the warning filters and library log levels; idempotent and cheap.
+
+    Called by every console script before Hydra runs and again inside each task (a job of a
+    multirun may run in a fresh worker process). Once PyG is imported, its dataset processing
+    reports through the ``graphssl`` logger at INFO instead of printing to stderr.
+    """
+    for category, message, module in NOISE_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category, module=module)
+    inherited = [w for w in os.environ.get("PYTHONWARNINGS", "").split(",") if w]
+    os.environ["PYTHONWARNINGS"] = ",".join(
+        [*inherited, *(w for w in ENV_WARNINGS if w not in inherited)]
+    )
+    for name in NOISE_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.formatwarning = _format_warning  # type: ignore[assignment]
+    logging.captureWarnings(True)
+    if not sys.stderr.isatty():
+        os.environ.setdefault("NO_COLOR", "1")  # colorlog (Optuna's lines) writes no ANSI codes
+    _patch_pyg_processing()
+
+
+def _patch_pyg_processing() -> None:
+    """Route PyG's ``Processing...``/``Done!`` prints to one INFO record of our logger."""
+    global _pyg_patched
+    if _pyg_patched or "torch_geometric" not in sys.modules:
+        return
+    from torch_geometric.data import dataset as pyg_dataset
+
+    original = pyg_dataset.Dataset._process
+
+    def _process(self: Any) -> None:
+        fresh = not pyg_dataset.files_exist(self.processed_paths)
+        verbose, self.log = self.log, False
+        try:
+            if fresh and verbose:
+                log.info(
+                    "processing %s into %s (first use)", type(self).__name__, self.processed_dir
+                )
+            original(self)
+        finally:
+            self.log = verbose
+
+    pyg_dataset.Dataset._process = _process  # type: ignore[method-assign]
+    _pyg_patched = True
+
+
+def log_to_files(text: str, logger: logging.Logger = log) -> None:
+    """Write ``text`` (one INFO record) to the file handlers of the logging tree only.
+
+    The summary table is printed on stdout as it is; this puts the same text in the Hydra job
+    log (``<run dir>/<job>.log``) without printing it twice on the terminal.
+    """
+    record = logger.makeRecord(logger.name, logging.INFO, __file__, 0, text, (), None)
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            if isinstance(handler, logging.FileHandler) and record.levelno >= handler.level:
+                handler.handle(record)
+        current = current.parent if current.propagate else None
+
+
+def _killed_runs(err: BaseException) -> list[str]:
+    runs = getattr(err, "graphssl_killed_runs", None)
+    return [str(r) for r in runs] if isinstance(runs, list) else []
+
+
+def console_entry(prog: str, hydra_main: Callable[[], Any]) -> Callable[[], Any]:
+    """Wrap a ``@hydra.main`` function as the console script ``prog``."""
+
+    def entry() -> Any:
+        if any(arg in ("--version", "-V") for arg in sys.argv[1:]):
+            print(f"{prog} {graphssl_version()}")
+            raise SystemExit(0)
+        quiet_libraries()
+        try:
+            return hydra_main()
+        except KeyboardInterrupt as err:
+            runs = _killed_runs(err)
+            where = f"run {', '.join(runs)} marked KILLED" if runs else "no run was started"
+            print(f"{prog}: interrupted; {where}", file=sys.stderr)
+            raise SystemExit(INTERRUPTED_EXIT) from None
+
+    entry.__name__ = getattr(hydra_main, "__name__", prog)
+    entry.__doc__ = hydra_main.__doc__
+    return entry

@@ -1,0 +1,65 @@
+"""The debug group: every preset composes with each debug option, and gets its short settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from graphssl.tasks.components import resolve_config
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+
+
+def compose_with(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides), return_hydra_config=True)
+
+
+def test_debug_options_exist() -> None:
+    assert sorted(p.stem for p in (CONF / "debug").glob("*.yaml")) == ["default", "fast", "overfit"]
+    assert compose_with().get("debug") is None  # off unless asked for
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_composes_with_debug_fast(preset: str) -> None:
+    cfg = compose_with(f"experiment={preset}", "debug=fast")
+    assert cfg.hydra.mode.name == "RUN"  # a sweep preset smoke-tests one job
+    resolved = resolve_config(cfg)
+    assert resolved.trainer.epochs == 1
+    assert resolved.trainer.limit_batches == 3
+    assert resolved.trainer.checkpoint_every is None
+    assert resolved.eval.figures is False
+    assert resolved.logger.log_embeddings is False
+    assert resolved.logger.experiment_name == "debug"
+    assert str(resolved.logger.tracking_uri).endswith("/debug/mlflow.db")
+
+
+@pytest.mark.parametrize(
+    ("option", "epochs", "limit"), [("default", 2, None), ("fast", 1, 3), ("overfit", 100, 3)]
+)
+def test_debug_option_settings(option: str, epochs: int, limit: int | None) -> None:
+    cfg = resolve_config(compose_with("experiment=grace_citeseer", f"debug={option}"))
+    assert (cfg.trainer.epochs, cfg.trainer.limit_batches) == (epochs, limit)
+    assert cfg.trainer.patience is None
+    assert cfg.model.tau == 0.9  # the preset's own settings stay
+
+
+def test_debug_fast_keeps_explicit_overrides() -> None:
+    cfg = resolve_config(compose_with("debug=fast", "trainer.epochs=4"))
+    assert cfg.trainer.epochs == 4
+
+
+def test_debug_fast_shrinks_only_datasets_that_can_shrink() -> None:
+    from graphssl.tasks.debug import apply_debug_limits
+
+    zoo = apply_debug_limits(resolve_config(compose_with("experiment=model_zoo", "debug=fast")))
+    assert (zoo.dataset.subset, zoo.dataset.test_subset) == (1000, 500)
+    digits = apply_debug_limits(resolve_config(compose_with("dataset=digits", "debug=fast")))
+    assert digits.dataset.subset == 1000 and "test_subset" not in digits.dataset
+    cora = apply_debug_limits(resolve_config(compose_with("dataset=cora", "debug=fast")))
+    assert "subset" not in cora.dataset
+    plain = apply_debug_limits(resolve_config(compose_with("experiment=model_zoo")))
+    assert plain.dataset.subset == 10000
