@@ -1,4 +1,6 @@
-"""Small helpers every layer may use: seeding, generator states and run metadata."""
+"""Small helpers every layer may use: seeding, generator states, run metadata, and the
+structural types of splits and probes (the training loop's selection and the evaluation layer
+both take them, and neither imports the other)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,36 @@ import os
 import platform
 import random
 import subprocess
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 import torch
+from torch import Tensor
+
+
+class SplitLike(Protocol):
+    """A train/validation/test split given by row indices or boolean masks."""
+
+    @property
+    def train(self) -> Tensor: ...
+    @property
+    def val(self) -> Tensor: ...
+    @property
+    def test(self) -> Tensor: ...
+
+
+class ProbeLike(Protocol):
+    """Anything with a probe's ``evaluate`` (:class:`graphssl.evaluation.probe.Probe`)."""
+
+    def evaluate(
+        self,
+        embeddings: Tensor,
+        labels: Tensor | None,
+        train_mask: Tensor,
+        val_mask: Tensor,
+        test_mask: Tensor,
+    ) -> Mapping[str, Any]: ...
 
 
 def seed_everything(seed: int) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from graphssl.evaluation.runner import SplitLike
+from graphssl.utils import SplitLike
 
 __all__ = ["OFFICIAL_METRICS", "official_metrics"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,6 +22,7 @@ from graphssl.evaluation.aggregate import mean_std
 from graphssl.evaluation.diagnostics import embedding_diagnostics
 from graphssl.evaluation.probe import SPLITS
 from graphssl.evaluation.subsample import cap_rows, check_max_rows, row_generator
+from graphssl.utils import ProbeLike, SplitLike
 
 __all__ = [
     "DEFAULT_FIGURE_MAX_ROWS",
@@ -35,26 +36,6 @@ __all__ = [
 DEFAULT_FIGURE_MAX_ROWS = 100_000
 
 log = logging.getLogger(__name__)
-
-
-class Probe(Protocol):
-    def evaluate(
-        self,
-        embeddings: Tensor,
-        labels: Tensor | None,
-        train_mask: Tensor,
-        val_mask: Tensor,
-        test_mask: Tensor,
-    ) -> dict[str, Any]: ...
-
-
-class SplitLike(Protocol):
-    @property
-    def train(self) -> Tensor: ...
-    @property
-    def val(self) -> Tensor: ...
-    @property
-    def test(self) -> Tensor: ...
 
 
 @dataclass(frozen=True)
@@ -148,7 +129,7 @@ def run_probes(
     embeddings: Tensor,
     labels: Tensor | None,
     splits: Sequence[SplitLike],
-    probes: Mapping[str, Probe],
+    probes: Mapping[str, ProbeLike],
     *,
     max_rows: int | None = None,
     seed: int = 0,

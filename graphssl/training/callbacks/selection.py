@@ -20,7 +20,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from graphssl.training.callbacks.base import MetricSink
 from graphssl.training.trainer import Callback, EpochResult, FitResult, Trainer
-from graphssl.utils import capture_rng, restore_rng
+from graphssl.utils import ProbeLike, SplitLike, capture_rng, restore_rng
 
 __all__ = [
     "CHECKPOINT_KEY",
@@ -46,26 +46,6 @@ EmbedFn = Callable[[nn.Module], Tensor]
 
 #: Key of the selection's state in a checkpoint.
 CHECKPOINT_KEY = "selection"
-
-
-class Probe(Protocol):
-    def evaluate(
-        self,
-        embeddings: Tensor,
-        labels: Tensor | None,
-        train_mask: Tensor,
-        val_mask: Tensor,
-        test_mask: Tensor,
-    ) -> Mapping[str, Any]: ...
-
-
-class SplitLike(Protocol):
-    @property
-    def train(self) -> Tensor: ...
-    @property
-    def val(self) -> Tensor: ...
-    @property
-    def test(self) -> Tensor: ...
 
 
 def shares_test_rows(splits: Sequence[SplitLike]) -> bool:
@@ -122,7 +102,7 @@ class ProbeSelection:
     def __init__(
         self,
         embed: EmbedFn,
-        probe: Probe,
+        probe: ProbeLike,
         labels: Tensor,
         splits: Sequence[SplitLike],
         *,
@@ -309,7 +289,7 @@ class SelectionCallback(Callback):
 def probe_selection(
     *,
     embed: EmbedFn,
-    probe: Probe,
+    probe: ProbeLike,
     labels: Tensor,
     splits: Sequence[SplitLike],
     every: int,
