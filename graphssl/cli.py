@@ -13,9 +13,12 @@ command                config                  task
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import signal
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,12 @@ from omegaconf import DictConfig
 CONFIG_PATH = str(Path(__file__).resolve().parent.parent / "conf")
 
 log = logging.getLogger("graphssl")
+
+# conf/hydra/launcher/{joblib,submitit_*}.yaml replace the plugins' launcher classes on purpose
+# (graphssl/tasks/*_launcher.py); Hydra warns whenever a config file shares a plugin's name
+warnings.filterwarnings(
+    "ignore", message=r"\s*'hydra/launcher/(joblib|submitit_\w+)' is validated against ConfigStore"
+)
 
 #: errors caused by the user's input or environment: reported as one paragraph, no traceback
 USER_ERRORS = (
@@ -42,6 +51,16 @@ USER_ERRORS = (
 )
 
 
+def _is_user_error(err: BaseException, user_errors: tuple[type[BaseException], ...]) -> bool:
+    """A user error, a full disk, or a checkpoint/journal/store failure that says what was
+    kept: all reported in one paragraph."""
+    if isinstance(err, user_errors):
+        return True
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return type(err).__name__ in ("CheckpointWriteError", "JournalWriteError")
+
+
 def _run_task(
     command: str,
     task: Callable[[DictConfig], Any],
@@ -52,7 +71,18 @@ def _run_task(
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         return task(cfg)
-    except user_errors as err:
+    except KeyboardInterrupt as err:
+        if multirun or type(err).__name__ != "TrainingInterrupted":
+            raise
+        # SIGTERM: the run is already marked KILLED (and the epoch checkpointed if configured)
+        print(f"{command}: stopped: {err}; the MLflow run is marked KILLED", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGTERM) from err
+    except Exception as err:
+        if not _is_user_error(err, user_errors):
+            if multirun and cfg.get("fail_fast", False):
+                log.error("job failed and fail_fast=true; stopping the sweep: %s", err)
+                raise SystemExit(1) from err
+            raise
         if multirun or os.environ.get("GRAPHSSL_TRACEBACK") == "1":
             if cfg.get("fail_fast", False):
                 # SystemExit passes through Hydra's per-job handler and stops the sweep; the
@@ -67,11 +97,6 @@ def _run_task(
             file=sys.stderr,
         )
         raise SystemExit(1) from err
-    except Exception as err:
-        if multirun and cfg.get("fail_fast", False):
-            log.error("job failed and fail_fast=true; stopping the sweep: %s", err)
-            raise SystemExit(1) from err
-        raise
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="train")

@@ -32,6 +32,8 @@ from graphssl.tasks.components import (
     resolve_config,
     set_threads,
 )
+from graphssl.tasks.signals import SigtermHandler
+from graphssl.tracking.buffer import FINAL, BufferedRun, journal_path
 from graphssl.tracking.embeddings import log_embeddings
 from graphssl.tracking.identity import checkpoint_path, config_hash, resume_target
 from graphssl.tracking.mlflow_store import flatten
@@ -188,7 +190,16 @@ def build_callbacks(
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
-    """Train, evaluate and log one configured run; returns its final metrics."""
+    """Train, evaluate and log one configured run; returns its final metrics.
+
+    SIGTERM is handled like Ctrl-C while it runs (:class:`~graphssl.tasks.signals.SigtermHandler`):
+    the run ends ``KILLED``, after checkpointing the current epoch when checkpoints are on.
+    """
+    with SigtermHandler() as sigterm:
+        return _train(cfg, sigterm)
+
+
+def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
     t_start = time.perf_counter()
     hc = _hydra()
     resolved = resolve_config(cfg)
@@ -218,16 +229,22 @@ def train(cfg: DictConfig) -> dict[str, float]:
         dm = build_datamodule(resolved)
         method = build_method(resolved, dm)
         log.info("training %s on %s", type(method).__name__, dm)
-        configured, by_name = build_callbacks(resolved, dm, tracker)
+        # metrics go to a journal beside the checkpoint first, so losing the store loses none
+        ckpt = checkpoint_path(resolved, chash)
+        sink = BufferedRun(tracker, journal_path(ckpt), resumed=tracker.resumed)
+        tracker.before_exit.append(sink.close)  # also when the run fails or is killed
+        store_wait_s = float(resolved.logger.get("store_wait_s", 120))
+        configured, by_name = build_callbacks(resolved, dm, sink)
         trainer = instantiate(
             resolved.trainer,
-            callbacks=[MLflowMetricsCallback(tracker), *configured],
-            checkpoint_path=str(checkpoint_path(resolved, chash)),
+            callbacks=[MLflowMetricsCallback(sink), *configured],
+            checkpoint_path=str(ckpt),
         )
         trainer.config_hash = chash
         trainer.checkpoint_extra = {"mlflow_run_id": tracker.run_id}
         if resume_state is not None:
             trainer.resume_from(resume_state)
+        sigterm.trainer = trainer
         t0 = time.perf_counter()
         fit = trainer.fit(method, dm)
         timings = {"time/train_seconds": time.perf_counter() - t0}
@@ -254,12 +271,18 @@ def train(cfg: DictConfig) -> dict[str, float]:
         timings["time/probe_seconds"] = time.perf_counter() - t0
         metrics.update(timings)
         metrics["time/total_seconds"] = time.perf_counter() - t_start
-        tracker.log_metrics(metrics)
+        sink.log_metrics(metrics, kind=FINAL)
+        sink.drain(store_wait_s)
+        sink.close()
 
         if ev.figures:
-            log_figures(tracker, z, y, int(resolved.seed))
+            sink.call(
+                "log the figures",
+                lambda: log_figures(tracker, z, y, int(resolved.seed)),
+                store_wait_s,
+            )
         if resolved.logger.get("log_embeddings", True):
-            log_embeddings(tracker, z, y)
+            sink.call("log the embeddings", lambda: log_embeddings(tracker, z, y), store_wait_s)
         print(summary_table(metrics, f"{run_name(resolved)}  (MLflow run {tracker.run_id})"))
     return metrics
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -13,6 +13,7 @@ from graphssl.tracking import mlflow_store
 from graphssl.training.trainer import Callback, EpochResult, FitResult, Trainer
 
 if TYPE_CHECKING:
+    from graphssl.tracking.buffer import BufferedRun
     from graphssl.tracking.store import TrackingStore
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,8 @@ class RunTracker:
         self.tags = dict(tags or {})
         self.run_id: str = run_id or ""
         self.resumed = run_id is not None
+        #: called first on exit, however the block ends (e.g. sending buffered metrics)
+        self.before_exit: list[Callable[[], None]] = []
 
     def __enter__(self) -> RunTracker:
         if self.resumed:
@@ -90,6 +93,8 @@ class RunTracker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        for hook in self.before_exit:
+            hook()
         if exc_type is None:
             self.client.set_terminated(self.run_id, "FINISHED")
             return
@@ -100,8 +105,18 @@ class RunTracker:
             self.client.log_text(
                 self.run_id, "".join(traceback.format_exception(exc_type, exc, tb)), "error.txt"
             )
-        finally:
+        except Exception as err:  # the store may be what failed: keep the original error
+            log.warning("could not record the error on run %s: %s", self.run_id, _brief(err))
+        try:
             self.client.set_terminated(self.run_id, status)
+        except Exception as err:
+            log.warning(
+                "could not mark run %s %s (%s); the next start of this configuration marks it "
+                "KILLED, or resume=true continues it",
+                self.run_id,
+                status,
+                _brief(err),
+            )
 
     # ------------------------------------------------------------------ logging
     def log_params(self, params: Mapping[str, Any]) -> None:
@@ -114,6 +129,15 @@ class RunTracker:
 
     def log_points(self, points: list[tuple[str, float, int]]) -> None:
         mlflow_store.log_metrics(self.client, self.run_id, points)
+
+    def log_timed_points(self, points: list[tuple[str, float, int, int]]) -> None:
+        """Log ``(key, value, timestamp_ms, step)`` points (a replayed journal keeps its
+        timestamps, so MLflow ignores a point it already has)."""
+        from mlflow.entities import Metric
+
+        batch = [Metric(k, float(v), int(ts), int(s)) for k, v, ts, s in points]
+        for i in range(0, len(batch), 1000):
+            self.client.log_batch(self.run_id, metrics=batch[i : i + 1000])
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         for k, v in tags.items():
@@ -133,29 +157,47 @@ class RunTracker:
 
 
 class MLflowMetricsCallback(Callback):
-    """Buffers per-epoch training metrics as ``train/<name>`` and flushes them in batches.
+    """Logs per-epoch training metrics as ``train/<name>`` (step = epoch) through a
+    :class:`~graphssl.tracking.buffer.BufferedRun`.
 
-    One ``log_batch`` per ``flush_every`` epochs instead of one call per point.
+    Points are journaled on disk at the end of each epoch and sent to the store in batches
+    after the epoch's checkpoint is written (:meth:`on_epoch_complete`), so a store that fails
+    never costs a checkpoint. While the store is unreachable every epoch is checkpointed, so a
+    run killed during an outage loses nothing that was trained.
+
+    Args:
+        sink: the run's buffered sink.
+        flush_every: send to the store every this many epochs (and after each checkpoint).
     """
 
-    def __init__(self, tracker: RunTracker, flush_every: int = 50) -> None:
-        self.tracker = tracker
+    def __init__(self, sink: BufferedRun, flush_every: int = 50) -> None:
+        self.sink = sink
         self.flush_every = max(1, flush_every)
-        self._buffer: list[tuple[str, float, int]] = []
+        self._saved = False
 
     def on_epoch_end(self, trainer: Trainer, method: Any, result: EpochResult) -> None:
-        self._buffer.extend((f"train/{k}", v, result.epoch) for k, v in result.metrics.items())
-        self._buffer.append(("train/epoch_seconds", result.seconds, result.epoch))
-        if len(self._buffer) >= self.flush_every * 2:
-            self.flush()
+        points = [(f"train/{k}", v, result.epoch) for k, v in result.metrics.items()]
+        points.append(("train/epoch_seconds", result.seconds, result.epoch))
+        self.sink.log_points(points)
+        if self.sink.in_outage:
+            trainer.should_checkpoint = True
 
     def on_checkpoint(self, trainer: Trainer, method: Any, epoch: int) -> None:
-        self.flush()  # a resumed run must not miss the points before its checkpoint
+        self.sink.sync()  # the checkpoint vouches for the journal up to this epoch
+        self._saved = True
+
+    def on_epoch_complete(self, trainer: Trainer, method: Any, epoch: int) -> None:
+        saved, self._saved = self._saved, False
+        if saved or self.sink.in_outage or (epoch + 1) % self.flush_every == 0:
+            self.sink.flush()
 
     def on_fit_end(self, trainer: Trainer, method: Any, result: FitResult) -> None:
-        self.flush()
+        self.sink.flush()
 
     def flush(self) -> None:
-        if self._buffer:
-            self.tracker.log_points(self._buffer)
-            self._buffer = []
+        self.sink.flush()
+
+
+def _brief(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:200]}"
