@@ -18,7 +18,6 @@ import logging
 import os
 import signal
 import sys
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,6 @@ from omegaconf import DictConfig
 CONFIG_PATH = str(Path(__file__).resolve().parent.parent / "conf")
 
 log = logging.getLogger("graphssl")
-
-# conf/hydra/launcher/{joblib,submitit_*}.yaml replace the plugins' launcher classes on purpose
-# (graphssl/tasks/*_launcher.py); Hydra warns whenever a config file shares a plugin's name
-warnings.filterwarnings(
-    "ignore", message=r"\s*'hydra/launcher/(joblib|submitit_\w+)' is validated against ConfigStore"
-)
 
 #: errors caused by the user's input or environment: reported as one paragraph, no traceback
 USER_ERRORS = (

@@ -80,6 +80,9 @@ class MLflowSweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from graphssl.tracking.context import tracking_settings
+        from graphssl.tracking.launchers import install
+
+        install()  # a dead joblib/submitit worker then fails only its own job
 
         settings = tracking_settings(config)
         client = mlflow_store.client(settings["tracking_uri"])
