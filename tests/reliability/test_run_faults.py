@@ -37,15 +37,15 @@ def start(cmd: list[str], env: dict[str, str], cwd: Path, *args: str) -> subproc
         [*cmd, *FAST, *DGI, *args],
         env=env,
         cwd=cwd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # the log lines (stdout) and the error (stderr), in order
         text=True,
     )
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 600) -> str:
     try:
-        return proc.communicate(timeout=timeout)[1]
+        return proc.communicate(timeout=timeout)[0]
     finally:
         if proc.poll() is None:
             proc.kill()
