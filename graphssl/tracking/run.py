@@ -53,6 +53,9 @@ class RunTracker:
         run_id: str | None = None,
         store: TrackingStore | None = None,
     ) -> None:
+        # MLflow logs every SQL error of its store with the full traceback before raising it;
+        # graphssl reports the raised error itself (a warning line, or the task's one paragraph)
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
         self.tracking_uri = tracking_uri
         self.client = store.client if store is not None else mlflow_store.client(tracking_uri)
         if artifact_location is None and tracking_uri.startswith("sqlite:///"):
