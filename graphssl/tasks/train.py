@@ -33,7 +33,7 @@ from graphssl.tasks.components import (
     set_threads,
 )
 from graphssl.tasks.signals import SigtermHandler
-from graphssl.tracking.buffer import FINAL, BufferedRun, journal_path
+from graphssl.tracking.buffer import FINAL, BufferedRun, journal_path, retry_store
 from graphssl.tracking.embeddings import log_embeddings
 from graphssl.tracking.identity import checkpoint_path, config_hash, resume_target
 from graphssl.tracking.mlflow_store import flatten
@@ -208,7 +208,10 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
     if hc is not None and hc.mode == RunMode.MULTIRUN:
         parent = read_parent(hc.sweep.dir)
     chash = config_hash(resolved)
-    resume_run_id, resume_state = resume_target(store, resolved, chash)
+    store_wait_s = float(resolved.logger.get("store_wait_s", 120))
+    resume_run_id, resume_state = retry_store(
+        lambda: resume_target(store, resolved, chash), store_wait_s
+    )
     set_threads(resolved.get("num_threads"))
     seed_everything(int(resolved.seed))
 
@@ -217,6 +220,7 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
         parent_run_id=parent["run_id"] if parent else None,
         tags={**_tags(hc), **owner_tags(), HASH_TAG: chash},
         run_id=resume_run_id,
+        wait_s=store_wait_s,
     ) as tracker:
         if not tracker.resumed:  # params are logged once per run: MLflow refuses changes
             tracker.log_params(_params(resolved))
@@ -233,7 +237,6 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
         ckpt = checkpoint_path(resolved, chash)
         sink = BufferedRun(tracker, journal_path(ckpt), resumed=tracker.resumed)
         tracker.before_exit.append(sink.close)  # also when the run fails or is killed
-        store_wait_s = float(resolved.logger.get("store_wait_s", 120))
         configured, by_name = build_callbacks(resolved, dm, sink)
         trainer = instantiate(
             resolved.trainer,

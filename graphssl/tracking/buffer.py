@@ -32,7 +32,13 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from graphssl.tracking.run import RunTracker
 
-__all__ = ["BufferedRun", "JournalWriteError", "StoreUnavailableError", "journal_path"]
+__all__ = [
+    "BufferedRun",
+    "JournalWriteError",
+    "StoreUnavailableError",
+    "journal_path",
+    "retry_store",
+]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +73,26 @@ def is_store_outage(err: BaseException) -> bool:
     return isinstance(err, (OSError, ConnectionError, TimeoutError)) or type(
         err
     ).__module__.startswith(("requests", "urllib3", "sqlalchemy"))
+
+
+def retry_store(fn: Callable[[], T], wait_s: float, max_backoff_s: float = 30.0) -> T:
+    """``fn()``, retried with backoff (1, 2, 4 … s) while the store is unreachable, for up to
+    ``wait_s`` seconds; the last error is raised after that (``wait_s=0``: no retry)."""
+    deadline = time.monotonic() + max(0.0, wait_s)
+    delay, warned = 1.0, False
+    while True:
+        try:
+            return fn()
+        except Exception as err:
+            if not is_store_outage(err) or time.monotonic() + delay > deadline:
+                raise
+            if not warned:
+                log.warning(
+                    "tracking store unreachable (%s); retrying for %.0f s", _short(err), wait_s
+                )
+                warned = True
+            time.sleep(delay)
+            delay = min(max_backoff_s, delay * 2)
 
 
 def _short(err: BaseException) -> str:

@@ -174,7 +174,7 @@ class _WaitedJob:
             error = WorkerDiedError(
                 f"job #{self.idx} (submitit job {self.job.job_id}: "
                 f"{' '.join(o for o in self.overrides if not o.startswith('hydra.'))}) ended "
-                f"without a result ({_oneline(err, 400)}); the other jobs ran on"
+                f"without a result ({_oneline(err, 2000)}); the other jobs ran on"
             )
             log.error("%s", error)
             return [_failed(self.config, self.overrides, self.idx, error)]

@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from graphssl.tracking import mlflow_store
+from graphssl.tracking.buffer import retry_store
 from graphssl.training.trainer import Callback, EpochResult, FitResult, Trainer
 
 if TYPE_CHECKING:
@@ -73,19 +74,25 @@ class RunTracker:
         self.tags = dict(tags or {})
         self.run_id: str = run_id or ""
         self.resumed = run_id is not None
+        #: how long creating and closing the run, and logging its params and files, retry a
+        #: store that is unreachable (metric points go through a buffer instead)
+        self.wait_s = 0.0
         #: called first on exit, however the block ends (e.g. sending buffered metrics)
         self.before_exit: list[Callable[[], None]] = []
 
     def __enter__(self) -> RunTracker:
         if self.resumed:
-            self.client.update_run(self.run_id, status="RUNNING")
+            retry_store(lambda: self.client.update_run(self.run_id, status="RUNNING"), self.wait_s)
             self.set_tags({**self.tags, "graphssl.resumed": "true"})
             log.info("MLflow run %s resumed", self.run_id)
             return self
         tags = dict(self.tags)
         if self.parent_run_id:
             tags["mlflow.parentRunId"] = self.parent_run_id
-        run = self.client.create_run(self.experiment_id, run_name=self.run_name, tags=tags)
+        run = retry_store(
+            lambda: self.client.create_run(self.experiment_id, run_name=self.run_name, tags=tags),
+            self.wait_s,
+        )
         self.run_id = run.info.run_id
         log.info("MLflow run %s (%s) in %s", self.run_id, self.run_name, self.tracking_uri)
         return self
@@ -99,7 +106,7 @@ class RunTracker:
         for hook in self.before_exit:
             hook()
         if exc_type is None:
-            self.client.set_terminated(self.run_id, "FINISHED")
+            retry_store(lambda: self.client.set_terminated(self.run_id, "FINISHED"), self.wait_s)
             return
         status = "KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED"
         try:
@@ -123,7 +130,7 @@ class RunTracker:
 
     # ------------------------------------------------------------------ logging
     def log_params(self, params: Mapping[str, Any]) -> None:
-        mlflow_store.log_params(self.client, self.run_id, params)
+        retry_store(lambda: mlflow_store.log_params(self.client, self.run_id, params), self.wait_s)
 
     def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
         mlflow_store.log_metrics(
@@ -150,13 +157,16 @@ class RunTracker:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
 
     def log_artifacts(self, folder: str | Path, artifact_path: str | None = None) -> None:
-        self.client.log_artifacts(self.run_id, str(folder), artifact_path)
+        retry_store(
+            lambda: self.client.log_artifacts(self.run_id, str(folder), artifact_path),
+            self.wait_s,
+        )
 
     def log_figure(self, figure: Any, artifact_file: str) -> None:
         self.client.log_figure(self.run_id, figure, artifact_file)
 
     def log_text(self, text: str, artifact_file: str) -> None:
-        self.client.log_text(self.run_id, text, artifact_file)
+        retry_store(lambda: self.client.log_text(self.run_id, text, artifact_file), self.wait_s)
 
 
 class MLflowMetricsCallback(Callback):
