@@ -98,9 +98,9 @@ def joblib_launch(
     sweep_dir.mkdir(parents=True, exist_ok=True)
     n_jobs = _n_jobs(launcher.joblib.get("n_jobs"), len(job_overrides), cpu_count())
     log.info(
-        "joblib launcher: %d jobs on %d workers (one loky worker each), sweep output dir: %s",
-        len(job_overrides),
+        "joblib launcher (n_jobs=%d): %d jobs, one loky worker per slot, sweep output dir: %s",
         n_jobs,
+        len(job_overrides),
         sweep_dir,
     )
     for idx, overrides in enumerate(job_overrides):
