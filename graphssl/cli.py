@@ -13,8 +13,10 @@ command                config                  task
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +46,16 @@ USER_ERRORS = (
 )
 
 
+def _is_user_error(err: BaseException, user_errors: tuple[type[BaseException], ...]) -> bool:
+    """A user error, a full disk, or a checkpoint/journal/store failure that says what was
+    kept: all reported in one paragraph."""
+    if isinstance(err, user_errors):
+        return True
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return type(err).__name__ in ("CheckpointWriteError", "JournalWriteError")
+
+
 def _run_task(
     command: str,
     task: Callable[[DictConfig], Any],
@@ -55,7 +67,18 @@ def _run_task(
     quiet_libraries()  # again: a multirun job may run in a fresh worker process
     try:
         return task(cfg)
-    except user_errors as err:
+    except KeyboardInterrupt as err:
+        if multirun or type(err).__name__ != "TrainingInterrupted":
+            raise
+        # SIGTERM: the run is already marked KILLED (and the epoch checkpointed if configured)
+        print(f"{command}: stopped: {err}; the MLflow run is marked KILLED", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGTERM) from err
+    except Exception as err:
+        if not _is_user_error(err, user_errors):
+            if multirun and cfg.get("fail_fast", False):
+                log.error("job failed and fail_fast=true; stopping the sweep: %s", err)
+                raise SystemExit(1) from err
+            raise
         if multirun or os.environ.get("GRAPHSSL_TRACEBACK") == "1":
             if cfg.get("fail_fast", False):
                 # SystemExit passes through Hydra's per-job handler and stops the sweep; the
@@ -70,11 +93,6 @@ def _run_task(
             file=sys.stderr,
         )
         raise SystemExit(1) from err
-    except Exception as err:
-        if multirun and cfg.get("fail_fast", False):
-            log.error("job failed and fail_fast=true; stopping the sweep: %s", err)
-            raise SystemExit(1) from err
-        raise
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="train")

@@ -38,6 +38,8 @@ from graphssl.tasks.components import (
 from graphssl.tasks.debug import apply_debug_limits
 from graphssl.tasks.modality import check_modalities
 from graphssl.tasks.official import ogb_probe_metrics
+from graphssl.tasks.signals import SigtermHandler
+from graphssl.tracking.buffer import FINAL, BufferedRun, journal_path, retry_store
 from graphssl.tracking.embeddings import log_embeddings
 from graphssl.tracking.identity import checkpoint_path, config_hash, resume_target
 from graphssl.tracking.mlflow_store import flatten
@@ -205,7 +207,16 @@ def build_callbacks(
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
-    """Train, evaluate and log one configured run; returns its final metrics."""
+    """Train, evaluate and log one configured run; returns its final metrics.
+
+    SIGTERM is handled like Ctrl-C while it runs (:class:`~graphssl.tasks.signals.SigtermHandler`):
+    the run ends ``KILLED``, after checkpointing the current epoch when checkpoints are on.
+    """
+    with SigtermHandler() as sigterm:
+        return _train(cfg, sigterm)
+
+
+def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
     t_start = time.perf_counter()
     hc = _hydra()
     resolved = apply_debug_limits(resolve_config(cfg))
@@ -215,7 +226,10 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if hc is not None and hc.mode == RunMode.MULTIRUN:
         parent = read_parent(hc.sweep.dir)
     chash = config_hash(resolved)
-    resume_run_id, resume_state = resume_target(store, resolved, chash)
+    store_wait_s = float(resolved.logger.get("store_wait_s", 120))
+    resume_run_id, resume_state = retry_store(
+        lambda: resume_target(store, resolved, chash), store_wait_s
+    )
     set_threads(resolved.get("num_threads"))
     seed_everything(int(resolved.seed))
 
@@ -224,6 +238,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         parent_run_id=parent["run_id"] if parent else None,
         tags={**_tags(hc), **owner_tags(), HASH_TAG: chash},
         run_id=resume_run_id,
+        wait_s=store_wait_s,
     ) as tracker:
         if not tracker.resumed:  # params are logged once per run: MLflow refuses changes
             tracker.log_params(_params(resolved))
@@ -236,16 +251,21 @@ def train(cfg: DictConfig) -> dict[str, float]:
         dm = build_datamodule(resolved)
         method = build_method(resolved, dm)
         log.info("training %s on %s", type(method).__name__, dm)
-        configured, by_name = build_callbacks(resolved, dm, tracker)
+        # metrics go to a journal beside the checkpoint first, so losing the store loses none
+        ckpt = checkpoint_path(resolved, chash)
+        sink = BufferedRun(tracker, journal_path(ckpt), resumed=tracker.resumed)
+        tracker.before_exit.append(sink.close)  # also when the run fails or is killed
+        configured, by_name = build_callbacks(resolved, dm, sink)
         trainer = instantiate(
             resolved.trainer,
-            callbacks=[MLflowMetricsCallback(tracker), *configured],
-            checkpoint_path=str(checkpoint_path(resolved, chash)),
+            callbacks=[MLflowMetricsCallback(sink), *configured],
+            checkpoint_path=str(ckpt),
         )
         trainer.config_hash = chash
         trainer.checkpoint_extra = {"mlflow_run_id": tracker.run_id}
         if resume_state is not None:
             trainer.resume_from(resume_state)
+        sigterm.trainer = trainer
         t0 = time.perf_counter()
         fit = trainer.fit(method, dm)
         timings = {"time/train_seconds": time.perf_counter() - t0}
@@ -274,12 +294,18 @@ def train(cfg: DictConfig) -> dict[str, float]:
         metrics.update(untrained_baseline(resolved, dm, method, metrics))  # after the trained work
         metrics.update(timings)
         metrics["time/total_seconds"] = time.perf_counter() - t_start
-        tracker.log_metrics(metrics)
+        sink.log_metrics(metrics, kind=FINAL)
+        sink.drain(store_wait_s)
+        sink.close()
 
         if ev.figures:
-            log_figures(tracker, z, y, int(resolved.seed), ev)
+            sink.call(
+                "log the figures",
+                lambda: log_figures(tracker, z, y, int(resolved.seed), ev),
+                store_wait_s,
+            )
         if resolved.logger.get("log_embeddings", True):
-            log_embeddings(tracker, z, y)
+            sink.call("log the embeddings", lambda: log_embeddings(tracker, z, y), store_wait_s)
         table = summary_table(metrics, f"{run_name(resolved)}  (MLflow run {tracker.run_id})")
         print(table)
         log_to_files(f"summary\n{table}")  # the job log too, without printing it twice

@@ -28,7 +28,7 @@ __all__ = ["IGNORED_KEYS", "checkpoint_path", "config_hash", "resume_target"]
 log = logging.getLogger(__name__)
 
 #: keys that do not make a different run: the resume switch and display-only settings
-IGNORED_KEYS = frozenset({"resume", "trainer.progress", "logger.run_name"})
+IGNORED_KEYS = frozenset({"resume", "trainer.progress", "logger.run_name", "logger.store_wait_s"})
 
 
 def config_hash(cfg: DictConfig) -> str:

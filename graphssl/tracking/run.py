@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from graphssl.tracking import mlflow_store
+from graphssl.tracking.buffer import retry_store
 from graphssl.training.trainer import Callback, EpochResult, FitResult, Trainer
 
 if TYPE_CHECKING:
+    from graphssl.tracking.buffer import BufferedRun
     from graphssl.tracking.store import TrackingStore
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,9 @@ class RunTracker:
         run_id: str | None = None,
         store: TrackingStore | None = None,
     ) -> None:
+        # MLflow logs every SQL error of its store with the full traceback before raising it;
+        # graphssl reports the raised error itself (a warning line, or the task's one paragraph)
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
         self.tracking_uri = tracking_uri
         self.client = store.client if store is not None else mlflow_store.client(tracking_uri)
         if artifact_location is None and tracking_uri.startswith("sqlite:///"):
@@ -69,17 +74,25 @@ class RunTracker:
         self.tags = dict(tags or {})
         self.run_id: str = run_id or ""
         self.resumed = run_id is not None
+        #: how long creating and closing the run, and logging its params and files, retry a
+        #: store that is unreachable (metric points go through a buffer instead)
+        self.wait_s = 0.0
+        #: called first on exit, however the block ends (e.g. sending buffered metrics)
+        self.before_exit: list[Callable[[], None]] = []
 
     def __enter__(self) -> RunTracker:
         if self.resumed:
-            self.client.update_run(self.run_id, status="RUNNING")
+            retry_store(lambda: self.client.update_run(self.run_id, status="RUNNING"), self.wait_s)
             self.set_tags({**self.tags, "graphssl.resumed": "true"})
             log.info("MLflow run %s resumed", self.run_id)
             return self
         tags = dict(self.tags)
         if self.parent_run_id:
             tags["mlflow.parentRunId"] = self.parent_run_id
-        run = self.client.create_run(self.experiment_id, run_name=self.run_name, tags=tags)
+        run = retry_store(
+            lambda: self.client.create_run(self.experiment_id, run_name=self.run_name, tags=tags),
+            self.wait_s,
+        )
         self.run_id = run.info.run_id
         log.info("MLflow run %s (%s) in %s", self.run_id, self.run_name, self.tracking_uri)
         return self
@@ -90,8 +103,10 @@ class RunTracker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        for hook in self.before_exit:
+            hook()
         if exc_type is None:
-            self.client.set_terminated(self.run_id, "FINISHED")
+            retry_store(lambda: self.client.set_terminated(self.run_id, "FINISHED"), self.wait_s)
             return
         status = "KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED"
         if status == "KILLED" and exc is not None:  # named by the console's Ctrl-C line
@@ -103,12 +118,22 @@ class RunTracker:
             self.client.log_text(
                 self.run_id, "".join(traceback.format_exception(exc_type, exc, tb)), "error.txt"
             )
-        finally:
+        except Exception as err:  # the store may be what failed: keep the original error
+            log.warning("could not record the error on run %s: %s", self.run_id, _brief(err))
+        try:
             self.client.set_terminated(self.run_id, status)
+        except Exception as err:
+            log.warning(
+                "could not mark run %s %s (%s); the next start of this configuration marks it "
+                "KILLED, or resume=true continues it",
+                self.run_id,
+                status,
+                _brief(err),
+            )
 
     # ------------------------------------------------------------------ logging
     def log_params(self, params: Mapping[str, Any]) -> None:
-        mlflow_store.log_params(self.client, self.run_id, params)
+        retry_store(lambda: mlflow_store.log_params(self.client, self.run_id, params), self.wait_s)
 
     def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
         mlflow_store.log_metrics(
@@ -118,6 +143,15 @@ class RunTracker:
     def log_points(self, points: list[tuple[str, float, int]]) -> None:
         mlflow_store.log_metrics(self.client, self.run_id, points)
 
+    def log_timed_points(self, points: list[tuple[str, float, int, int]]) -> None:
+        """Log ``(key, value, timestamp_ms, step)`` points (a replayed journal keeps its
+        timestamps, so MLflow ignores a point it already has)."""
+        from mlflow.entities import Metric
+
+        batch = [Metric(k, float(v), int(ts), int(s)) for k, v, ts, s in points]
+        for i in range(0, len(batch), 1000):
+            self.client.log_batch(self.run_id, metrics=batch[i : i + 1000])
+
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         for k, v in tags.items():
             self.client.set_tag(self.run_id, k, str(v))
@@ -126,39 +160,60 @@ class RunTracker:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
 
     def log_artifacts(self, folder: str | Path, artifact_path: str | None = None) -> None:
-        self.client.log_artifacts(self.run_id, str(folder), artifact_path)
+        retry_store(
+            lambda: self.client.log_artifacts(self.run_id, str(folder), artifact_path),
+            self.wait_s,
+        )
 
     def log_figure(self, figure: Any, artifact_file: str) -> None:
         self.client.log_figure(self.run_id, figure, artifact_file)
 
     def log_text(self, text: str, artifact_file: str) -> None:
-        self.client.log_text(self.run_id, text, artifact_file)
+        retry_store(lambda: self.client.log_text(self.run_id, text, artifact_file), self.wait_s)
 
 
 class MLflowMetricsCallback(Callback):
-    """Buffers per-epoch training metrics as ``train/<name>`` and flushes them in batches.
+    """Logs per-epoch training metrics as ``train/<name>`` (step = epoch) through a
+    :class:`~graphssl.tracking.buffer.BufferedRun`.
 
-    One ``log_batch`` per ``flush_every`` epochs instead of one call per point.
+    Points are journaled on disk at the end of each epoch and sent to the store in batches
+    after the epoch's checkpoint is written (:meth:`on_epoch_complete`), so a store that fails
+    never costs a checkpoint. While the store is unreachable every epoch is checkpointed, so a
+    run killed during an outage loses nothing that was trained.
+
+    Args:
+        sink: the run's buffered sink.
+        flush_every: send to the store every this many epochs (and after each checkpoint).
     """
 
-    def __init__(self, tracker: RunTracker, flush_every: int = 50) -> None:
-        self.tracker = tracker
+    def __init__(self, sink: BufferedRun, flush_every: int = 50) -> None:
+        self.sink = sink
         self.flush_every = max(1, flush_every)
-        self._buffer: list[tuple[str, float, int]] = []
+        self._saved = False
 
     def on_epoch_end(self, trainer: Trainer, method: Any, result: EpochResult) -> None:
-        self._buffer.extend((f"train/{k}", v, result.epoch) for k, v in result.metrics.items())
-        self._buffer.append(("train/epoch_seconds", result.seconds, result.epoch))
-        if len(self._buffer) >= self.flush_every * 2:
-            self.flush()
+        points = [(f"train/{k}", v, result.epoch) for k, v in result.metrics.items()]
+        points.append(("train/epoch_seconds", result.seconds, result.epoch))
+        self.sink.log_points(points)
+        if self.sink.in_outage:
+            trainer.should_checkpoint = True
 
     def on_checkpoint(self, trainer: Trainer, method: Any, epoch: int) -> None:
-        self.flush()  # a resumed run must not miss the points before its checkpoint
+        self.sink.sync()  # the checkpoint vouches for the journal up to this epoch
+        self._saved = True
+
+    def on_epoch_complete(self, trainer: Trainer, method: Any, epoch: int) -> None:
+        saved, self._saved = self._saved, False
+        if saved or self.sink.in_outage or (epoch + 1) % self.flush_every == 0:
+            self.sink.flush()
 
     def on_fit_end(self, trainer: Trainer, method: Any, result: FitResult) -> None:
-        self.flush()
+        self.sink.flush()
 
     def flush(self) -> None:
-        if self._buffer:
-            self.tracker.log_points(self._buffer)
-            self._buffer = []
+        self.sink.flush()
+
+
+def _brief(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:200]}"

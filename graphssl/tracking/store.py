@@ -73,11 +73,13 @@ class TrackingStore:
         parent_run_id: str | None = None,
         tags: Mapping[str, str] | None = None,
         run_id: str | None = None,
+        wait_s: float = 0.0,
     ) -> RunTracker:
-        """A :class:`~graphssl.tracking.run.RunTracker` on this store's client (enter it)."""
+        """A :class:`~graphssl.tracking.run.RunTracker` on this store's client (enter it);
+        creating and closing the run retry an unreachable store for ``wait_s`` seconds."""
         from graphssl.tracking.run import RunTracker
 
-        return RunTracker(
+        tracker = RunTracker(
             self.tracking_uri,
             experiment_name or self.experiment_name,
             run_name=run_name,
@@ -87,6 +89,8 @@ class TrackingStore:
             run_id=run_id,
             store=self,
         )
+        tracker.wait_s = wait_s
+        return tracker
 
     def __repr__(self) -> str:
         return f"TrackingStore({self.tracking_uri!r}, experiment {self.experiment_name!r})"

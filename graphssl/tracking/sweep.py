@@ -17,6 +17,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from graphssl.tracking import mlflow_store
+from graphssl.tracking.stale import is_stale
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,9 @@ def close_parent(tracking_uri: str, run_id: str) -> dict[str, int]:
     """Count the parent's children by status, tag the parent with the counts and end it.
 
     The parent ends ``FINISHED`` when every child finished and ``FAILED`` otherwise; the tags
-    ``children_total``, ``children_finished`` and ``children_failed`` say why.
+    ``children_total``, ``children_finished`` and ``children_failed`` say why. A child still
+    ``RUNNING`` whose process on this host is gone (a worker killed mid-job) is marked
+    ``KILLED`` first.
     """
     client = mlflow_store.client(tracking_uri)
     parent = client.get_run(run_id)
@@ -49,6 +52,15 @@ def close_parent(tracking_uri: str, run_id: str) -> dict[str, int]:
     )
     counts = {"children_total": len(children), "children_finished": 0, "children_failed": 0}
     for child in children:
+        if is_stale(child):  # its process died without closing it (a killed worker)
+            client.set_tag(
+                child.info.run_id,
+                "error",
+                "the job's process ended without closing the run (killed worker?); marked "
+                "KILLED when the sweep ended",
+            )
+            client.set_terminated(child.info.run_id, "KILLED")
+            log.warning("sweep child %s: its process is gone; marked KILLED", child.info.run_id)
         if child.info.status == "FINISHED":
             counts["children_finished"] += 1
         else:
@@ -68,6 +80,9 @@ class MLflowSweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from graphssl.tracking.context import tracking_settings
+        from graphssl.tracking.launchers import install
+
+        install()  # a dead joblib/submitit worker then fails only its own job
 
         settings = tracking_settings(config)
         client = mlflow_store.client(settings["tracking_uri"])

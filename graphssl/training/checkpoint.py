@@ -7,6 +7,8 @@ string or a container of those.
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 from pathlib import Path
 from typing import Any
@@ -15,18 +17,56 @@ import torch
 
 from graphssl.utils import capture_rng, restore_rng
 
-__all__ = ["capture_rng", "load_checkpoint", "restore_rng", "save_checkpoint"]
+__all__ = [
+    "CheckpointWriteError",
+    "capture_rng",
+    "load_checkpoint",
+    "restore_rng",
+    "save_checkpoint",
+]
 
 FORMAT_VERSION = 1
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (a full disk, an unwritable folder); the previous
+    checkpoint at the same path, if any, is intact."""
+
+
 def save_checkpoint(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
-    """Write ``payload`` (plus the format version) to ``path`` atomically."""
+    """Write ``payload`` (plus the format version) to ``path`` atomically.
+
+    The payload is serialised in memory, written to ``<path>.tmp``, flushed to disk and renamed
+    over ``path``, so a kill or a full disk never leaves a partial ``path``.
+
+    Raises:
+        CheckpointWriteError: the file could not be written (the temporary file is removed).
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save({"format_version": FORMAT_VERSION, **payload}, tmp)
-    os.replace(tmp, path)
+    buf = io.BytesIO()
+    torch.save({"format_version": FORMAT_VERSION, **payload}, buf)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(buf.getbuffer())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        reason = "the disk is full" if err.errno == errno.ENOSPC else (err.strerror or str(err))
+        previous = (
+            f"the previous checkpoint {path} is intact (epoch {payload.get('epoch', '?')} "
+            f"is not in it)"
+            if path.is_file()
+            else "no earlier checkpoint exists"
+        )
+        raise CheckpointWriteError(
+            err.errno or errno.EIO,
+            f"cannot write checkpoint {path} ({reason}); {previous} — free space (or fix the "
+            f"folder) and run the same command with resume=true to continue",
+        ) from err
     return path
 
 

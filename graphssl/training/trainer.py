@@ -76,6 +76,11 @@ class Callback:
     def on_resume(self, trainer: Trainer, method: SSLMethod, state: dict[str, Any]) -> None:
         """When :meth:`Trainer.fit` continues from a checkpoint: ``state`` is all of it."""
 
+    def on_epoch_complete(self, trainer: Trainer, method: SSLMethod, epoch: int) -> None:
+        """After the epoch's checkpoint (if any) is on disk: the place for slow or fallible
+        I/O such as sending metrics to a tracking store, so a failure there never costs the
+        checkpoint of the epoch."""
+
     def on_fit_end(self, trainer: Trainer, method: SSLMethod, result: FitResult) -> None: ...
 
 
@@ -85,6 +90,11 @@ class DivergedError(RuntimeError):
 
 class MemoryBudgetError(ValueError):
     """A full-batch run would need more memory than ``trainer.memory_budget_gb``."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped at the end of an epoch because :meth:`Trainer.request_stop` was called
+    (a signal such as SIGTERM); the epoch's checkpoint is written when checkpoints are on."""
 
 
 class Trainer:
@@ -178,8 +188,19 @@ class Trainer:
         self.scheduler: LRScheduler | None = None
         self.global_step = 0
         self.should_stop = False
+        #: a callback sets this to write a checkpoint of the current epoch even when it is not
+        #: one of ``checkpoint_every``'s (e.g. while the tracking store is unreachable)
+        self.should_checkpoint = False
+        #: ``True`` while :meth:`fit` runs its epochs
+        self.fitting = False
+        self._stop_reason: str | None = None
         self._resume_state: dict[str, Any] | None = None
         self._train_loader: tuple[DataModule, Iterable[Data]] | None = None
+
+    def request_stop(self, reason: str) -> None:
+        """End :meth:`fit` after the current epoch (its checkpoint written when checkpoints are
+        on) with :class:`TrainingInterrupted`; safe to call from a signal handler."""
+        self._stop_reason = reason
 
     # ------------------------------------------------------------------ checkpoints
     def resume_from(self, state: dict[str, Any]) -> None:
@@ -357,62 +378,87 @@ class Trainer:
             unit="epoch",
             dynamic_ncols=True,
         )
-        for epoch in bar:
-            t0 = time.perf_counter()
-            method.train()
-            sums: dict[str, float] = {}
-            n_batches = 0
-            for batch in self._batches(datamodule, method, epoch):
-                if self.limit_batches is not None and n_batches >= self.limit_batches:
-                    break
-                batch = move_to_device(batch, self.device)
-                optimizer.zero_grad(set_to_none=True)
-                out = method.loss(batch)
-                loss = out["loss"]
-                if not torch.isfinite(loss):
-                    raise DivergedError(
-                        f"{type(method).__name__} loss became {loss.item()} at epoch {epoch}; "
-                        f"lower the learning rate or check the inputs for NaN"
-                    )
-                loss.backward()
-                if self.grad_clip is not None:
-                    torch.nn.utils.clip_grad_norm_(method.parameters(), self.grad_clip)
-                optimizer.step()
-                self.global_step += 1
-                method.on_after_optimizer_step(self.global_step, max_steps)
-                if self.scheduler is not None:
-                    self.scheduler.step()
-                for k, v in out.items():
-                    sums[k] = sums.get(k, 0.0) + float(v.detach())
-                n_batches += 1
-            metrics = {k: v / max(n_batches, 1) for k, v in sums.items()}
-            res = EpochResult(epoch=epoch, metrics=metrics, seconds=time.perf_counter() - t0)
-            result.epochs.append(res)
-            bar.set_postfix(loss=f"{metrics['loss']:.4f}")
-            for cb in self.callbacks:
-                cb.on_epoch_end(self, method, res)
-            if metrics["loss"] < result.best_loss:
-                result.best_loss, result.best_epoch, bad_epochs = metrics["loss"], epoch, 0
-                if self.patience is not None:
-                    best_state = {k: v.detach().clone() for k, v in method.state_dict().items()}
-            else:
-                bad_epochs += 1
-            stop = (self.patience is not None and bad_epochs >= self.patience) or self.should_stop
-            self._log_epoch(res, start_epoch, last=stop or epoch + 1 == self.epochs)
-            if self.checkpoint_every is not None and (
-                (epoch + 1) % self.checkpoint_every == 0 or stop or epoch + 1 == self.epochs
-            ):
-                self._save(method, epoch, result, bad_epochs, best_state, stop)
-            if stop:
-                log.info(
-                    "early stopping at epoch %d (%s)",
-                    epoch,
-                    "a callback asked"
-                    if self.should_stop
-                    else f"best loss {result.best_loss:.4f} at epoch {result.best_epoch}",
+        self.fitting = True
+        try:
+            for epoch in bar:
+                t0 = time.perf_counter()
+                method.train()
+                sums: dict[str, float] = {}
+                n_batches = 0
+                for batch in self._batches(datamodule, method, epoch):
+                    if self.limit_batches is not None and n_batches >= self.limit_batches:
+                        break
+                    batch = move_to_device(batch, self.device)
+                    optimizer.zero_grad(set_to_none=True)
+                    out = method.loss(batch)
+                    loss = out["loss"]
+                    if not torch.isfinite(loss):
+                        raise DivergedError(
+                            f"{type(method).__name__} loss became {loss.item()} at epoch {epoch}; "
+                            f"lower the learning rate or check the inputs for NaN"
+                        )
+                    loss.backward()
+                    if self.grad_clip is not None:
+                        torch.nn.utils.clip_grad_norm_(method.parameters(), self.grad_clip)
+                    optimizer.step()
+                    self.global_step += 1
+                    method.on_after_optimizer_step(self.global_step, max_steps)
+                    if self.scheduler is not None:
+                        self.scheduler.step()
+                    for k, v in out.items():
+                        sums[k] = sums.get(k, 0.0) + float(v.detach())
+                    n_batches += 1
+                metrics = {k: v / max(n_batches, 1) for k, v in sums.items()}
+                res = EpochResult(epoch=epoch, metrics=metrics, seconds=time.perf_counter() - t0)
+                result.epochs.append(res)
+                bar.set_postfix(loss=f"{metrics['loss']:.4f}")
+                for cb in self.callbacks:
+                    cb.on_epoch_end(self, method, res)
+                if metrics["loss"] < result.best_loss:
+                    result.best_loss, result.best_epoch, bad_epochs = metrics["loss"], epoch, 0
+                    if self.patience is not None:
+                        best_state = {k: v.detach().clone() for k, v in method.state_dict().items()}
+                else:
+                    bad_epochs += 1
+                stop = (
+                    self.patience is not None and bad_epochs >= self.patience
+                ) or self.should_stop
+                interrupted = self._stop_reason is not None
+                self._log_epoch(
+                    res, start_epoch, last=stop or interrupted or epoch + 1 == self.epochs
                 )
-                result.stopped_early = True
-                break
+                if (
+                    self.checkpoint_every is not None
+                    and (
+                        (epoch + 1) % self.checkpoint_every == 0
+                        or stop
+                        or interrupted
+                        or epoch + 1 == self.epochs
+                    )
+                ) or (self.should_checkpoint and self.checkpoint_path is not None):
+                    self.should_checkpoint = False
+                    self._save(method, epoch, result, bad_epochs, best_state, stop)
+                for cb in self.callbacks:
+                    cb.on_epoch_complete(self, method, epoch)
+                if interrupted:
+                    saved = self.checkpoint_every is not None
+                    raise TrainingInterrupted(
+                        f"{self._stop_reason}: training stopped after epoch {epoch}"
+                        + (f"; checkpoint written to {self.checkpoint_path}" if saved else "")
+                    )
+                if stop:
+                    log.info(
+                        "early stopping at epoch %d (%s)",
+                        epoch,
+                        "a callback asked"
+                        if self.should_stop
+                        else f"best loss {result.best_loss:.4f} at epoch {result.best_epoch}",
+                    )
+                    result.stopped_early = True
+                    break
+        finally:
+            self.fitting = False
+            self._stop_reason = None
         bar.close()
         if best_state is not None:
             method.load_state_dict(best_state)

@@ -1,0 +1,226 @@
+"""Hydra's joblib and submitit launchers, made to survive the death of one job's process.
+
+**joblib.** hydra-joblib-launcher runs every job of a sweep through one ``joblib.Parallel``
+call on loky's shared executor. When one worker dies (SIGKILL, the OOM killer, a segfault) loky
+declares the whole executor broken: it kills the other workers, cancels every job not yet
+started and raises ``TerminatedWorkerError``, so one dead job costs the whole sweep. Here each
+of the ``n_jobs`` slots gets a loky executor of its own with one worker: a worker that dies
+breaks only its slot, that job is reported failed, the slot starts a fresh worker and the other
+jobs run to the end. Workers are reused across the jobs of a slot, as loky's are, and limit
+their thread pools as joblib's loky backend does. Only ``n_jobs`` is read from the joblib
+settings; the other ``joblib.Parallel`` options (``batch_size``, ``pre_dispatch``, …) do not
+apply to one job per worker.
+
+**submitit** (``submitit_local``, ``submitit_slurm``). hydra-submitit-launcher collects the
+jobs' results in order and raises at the first job that ended without a result (killed,
+cancelled with ``scancel``, past its time limit); the launching process then closes the sweep
+while the other jobs still run, and the parent run counts them as failed. Here every job is
+waited for and a dead one is reported as a failed job naming it.
+
+Either way the sweep exits non-zero, and the sweep callback (:mod:`graphssl.tracking.sweep`)
+marks the dead job's MLflow run — left ``RUNNING`` by its process — ``KILLED`` and records the
+counts on the parent. Hydra only instantiates launchers from its ``hydra_plugins`` package, so
+:func:`install` patches the plugins' ``launch`` methods instead of registering new launcher
+classes; the sweep callback calls it when a multirun starts, in the launching process where
+``launch`` runs (after Hydra has loaded its plugins, which re-executes their modules).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from hydra.core.utils import JobReturn, JobStatus
+
+__all__ = ["WorkerDiedError", "install"]
+
+log = logging.getLogger(__name__)
+
+#: thread-pool variables limited in each joblib worker, as joblib's loky backend does
+_THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+_PATCHED = "_graphssl_survives_dead_workers"
+
+
+class WorkerDiedError(RuntimeError):
+    """The process running a job ended without returning (killed, cancelled or crashed)."""
+
+
+def _failed(config: Any, overrides: Sequence[str], idx: int, err: BaseException) -> JobReturn:
+    ret = JobReturn()
+    ret.overrides = list(overrides)
+    ret.status = JobStatus.FAILED
+    ret.return_value = err
+    ret.task_name = str(config.hydra.job.name)
+    ret.working_dir = str(Path(str(config.hydra.sweep.dir)) / str(idx))
+    return ret
+
+
+def _oneline(err: BaseException, limit: int = 300) -> str:
+    return f"{type(err).__name__}: {' '.join(str(err).split())[:limit]}"
+
+
+# ---------------------------------------------------------------------------------- joblib
+def _n_jobs(value: Any, n_tasks: int, cpus: int) -> int:
+    n = int(value) if value is not None else -1
+    if n < 0:
+        n = max(1, cpus + 1 + n)  # joblib's convention: -1 is every core
+    return max(1, min(n, n_tasks))
+
+
+def joblib_launch(
+    launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+) -> Sequence[JobReturn]:
+    """``JoblibLauncher.launch`` with one loky worker per slot (see the module docstring)."""
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import configure_log, filter_overrides, setup_globals
+    from hydra_plugins.hydra_joblib_launcher._core import execute_job
+    from joblib.externals.loky import cpu_count
+    from joblib.externals.loky.process_executor import ProcessPoolExecutor
+
+    setup_globals()
+    config = launcher.config
+    assert config is not None and launcher.hydra_context is not None
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    n_jobs = _n_jobs(launcher.joblib.get("n_jobs"), len(job_overrides), cpu_count())
+    log.info(
+        "joblib launcher (n_jobs=%d): %d jobs, one loky worker per slot, sweep output dir: %s",
+        n_jobs,
+        len(job_overrides),
+        sweep_dir,
+    )
+    for idx, overrides in enumerate(job_overrides):
+        log.info("\t#%d : %s", initial_job_idx + idx, " ".join(filter_overrides(overrides)))
+
+    todo: queue.Queue[int] = queue.Queue()
+    for i in range(len(job_overrides)):
+        todo.put(i)
+    results: list[JobReturn | None] = [None] * len(job_overrides)
+    singleton_state = Singleton.get_state()
+    env = {v: os.environ.get(v, str(max(1, cpu_count() // n_jobs))) for v in _THREAD_VARS}
+
+    def slot() -> None:
+        executor: Any = None
+        try:
+            while True:
+                try:
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    return
+                idx = initial_job_idx + i
+                if executor is None:
+                    executor = ProcessPoolExecutor(max_workers=1, env=env)
+                future = executor.submit(
+                    execute_job,
+                    idx,
+                    job_overrides[i],
+                    launcher.hydra_context,
+                    config,
+                    launcher.task_function,
+                    singleton_state,
+                )
+                try:
+                    results[i] = future.result()
+                except Exception as err:
+                    if executor._flags.broken is not None:  # the worker is gone
+                        err = WorkerDiedError(
+                            f"job #{idx} ({' '.join(filter_overrides(job_overrides[i]))}): its "
+                            f"worker process died without returning ({_oneline(err)}); the "
+                            f"other jobs keep running"
+                        )
+                        log.error("%s", err)
+                        executor.shutdown(wait=False, kill_workers=True)
+                        executor = None
+                    results[i] = _failed(config, job_overrides[i], idx, err)
+        finally:
+            if executor is not None:
+                executor.shutdown(wait=True)
+
+    threads = [threading.Thread(target=slot, daemon=True) for _ in range(n_jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done = [r for r in results if r is not None]
+    assert len(done) == len(job_overrides), "every job must have a result"
+    return done
+
+
+# --------------------------------------------------------------------------------- submitit
+class _WaitedJob:
+    """A submitted job whose ``results()`` reports a dead job as a failed :class:`JobReturn`."""
+
+    def __init__(self, job: Any, overrides: Sequence[str], idx: int, config: Any) -> None:
+        self.job, self.overrides, self.idx, self.config = job, list(overrides), idx, config
+
+    def results(self) -> list[JobReturn]:
+        try:
+            return list(self.job.results())
+        except Exception as err:
+            error = WorkerDiedError(
+                f"job #{self.idx} (submitit job {self.job.job_id}: "
+                f"{' '.join(o for o in self.overrides if not o.startswith('hydra.'))}) ended "
+                f"without a result ({_oneline(err, 2000)}); the other jobs ran on"
+            )
+            log.error("%s", error)
+            return [_failed(self.config, self.overrides, self.idx, error)]
+
+
+def waiting_launch(original: Callable[..., Sequence[JobReturn]]) -> Callable[..., Any]:
+    """Wrap a submitit launcher's ``launch`` so that it waits for every job."""
+
+    def launch(
+        launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        import submitit
+
+        map_array = submitit.AutoExecutor.map_array
+
+        def waited(executor: Any, fn: Any, *iterables: Any) -> list[Any]:
+            jobs = map_array(executor, fn, *iterables)
+            overrides, idxs = iterables[0], iterables[2]
+            return [_WaitedJob(j, o, i, launcher.config) for j, o, i in zip(jobs, overrides, idxs)]
+
+        with mock.patch.object(submitit.AutoExecutor, "map_array", waited):
+            return original(launcher, job_overrides, initial_job_idx)
+
+    return launch
+
+
+def install() -> None:
+    """Patch the installed joblib and submitit launcher plugins (idempotent; a plugin that is
+    not installed is skipped)."""
+    try:
+        from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
+    except ImportError:
+        pass
+    else:
+        if not getattr(JoblibLauncher, _PATCHED, False):
+            log.debug("joblib launcher: one loky worker per slot")
+            JoblibLauncher.launch = joblib_launch  # type: ignore[method-assign,assignment]
+            setattr(JoblibLauncher, _PATCHED, True)
+    try:
+        from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
+            BaseSubmititLauncher,
+        )
+    except ImportError:
+        return
+    if not getattr(BaseSubmititLauncher, _PATCHED, False):
+        BaseSubmititLauncher.launch = waiting_launch(  # type: ignore[method-assign]
+            BaseSubmititLauncher.launch
+        )
+        setattr(BaseSubmititLauncher, _PATCHED, True)
