@@ -25,9 +25,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from graphssl.tasks.validate import install_config_file_checks
+
 CONFIG_PATH = str(Path(__file__).resolve().parent.parent / "conf")
 
 log = logging.getLogger("graphssl")
+
+# config files that are not UTF-8 or not a mapping are refused naming the file
+install_config_file_checks()
 
 #: errors caused by the user's input or environment: reported as one paragraph, no traceback
 USER_ERRORS = (

@@ -32,6 +32,7 @@ from graphssl.tasks.components import (
     resolve_config,
     set_threads,
 )
+from graphssl.tasks.validate import validate_train_config
 from graphssl.tracking.embeddings import log_embeddings
 from graphssl.tracking.identity import checkpoint_path, config_hash, resume_target
 from graphssl.tracking.mlflow_store import flatten
@@ -192,6 +193,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     t_start = time.perf_counter()
     hc = _hydra()
     resolved = resolve_config(cfg)
+    validate_train_config(resolved)  # before the store, the run and the datamodule
     store = TrackingStore.from_config(resolved)
     parent = None
     if hc is not None and hc.mode == RunMode.MULTIRUN:
