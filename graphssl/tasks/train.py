@@ -37,6 +37,7 @@ from graphssl.tracking.embeddings import log_embeddings
 from graphssl.tracking.identity import checkpoint_path, config_hash, resume_target
 from graphssl.tracking.mlflow_store import flatten
 from graphssl.tracking.run import MLflowMetricsCallback, RunTracker
+from graphssl.tracking.secrets import Masker, log_run_config
 from graphssl.tracking.stale import HASH_TAG, owner_tags
 from graphssl.tracking.store import TrackingStore
 from graphssl.tracking.sweep import read_parent
@@ -199,6 +200,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if hc is not None and hc.mode == RunMode.MULTIRUN:
         parent = read_parent(hc.sweep.dir)
     chash = config_hash(resolved)
+    masker = Masker.from_config(resolved)  # secrets masked in params, tags and artifacts
     resume_run_id, resume_state = resume_target(store, resolved, chash)
     set_threads(resolved.get("num_threads"))
     seed_everything(int(resolved.seed))
@@ -206,16 +208,16 @@ def train(cfg: DictConfig) -> dict[str, float]:
     with store.start_run(
         run_name(resolved),
         parent_run_id=parent["run_id"] if parent else None,
-        tags={**_tags(hc), **owner_tags(), HASH_TAG: chash},
+        tags=masker.mapping({**_tags(hc), **owner_tags(), HASH_TAG: chash}),
         run_id=resume_run_id,
     ) as tracker:
         if not tracker.resumed:  # params are logged once per run: MLflow refuses changes
-            tracker.log_params(_params(resolved))
-            tracker.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
-        if hc is not None and not tracker.resumed:
-            hydra_dir = Path(hc.runtime.output_dir) / hc.output_subdir if hc.output_subdir else None
-            if hydra_dir is not None and hydra_dir.is_dir():
-                tracker.log_artifacts(hydra_dir, ".hydra")
+            hydra_dir = None
+            if hc is not None and hc.output_subdir:
+                hydra_dir = Path(hc.runtime.output_dir) / hc.output_subdir
+            log_run_config(
+                tracker, masker, _params(resolved), OmegaConf.to_yaml(resolved), hydra_dir
+            )
 
         dm = build_datamodule(resolved)
         method = build_method(resolved, dm)
