@@ -103,7 +103,7 @@ def compare_main(cfg: DictConfig) -> None:
     """``graphssl-compare``: EMIR ranking of the embedders of several runs."""
     from graphssl.tasks.compare import run_compare
 
-    run_compare(cfg)
+    _run_task("graphssl-compare", run_compare, cfg)
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="report")

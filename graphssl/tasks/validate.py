@@ -53,7 +53,7 @@ def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _check_integers(container: Mapping[str, Any]) -> None:
+def _check_integers(container: Mapping[Any, Any]) -> None:
     for key, value in _flat(container).items():
         if isinstance(value, bool) or not isinstance(value, int):
             continue  # types are checked where the value is used (e.g. the Trainer)
@@ -111,15 +111,17 @@ def _check_fanouts(cfg: DictConfig) -> None:
     depth = _encoder_depth(cfg)
     if depth is None:
         return
-    checks = []
+    checks: list[tuple[str, Any]] = []
     trainer = cfg.get("trainer") or {}
     if trainer.get("mini_batch") and trainer.get("num_neighbors") is not None:
-        checks.append(("trainer.num_neighbors", trainer.num_neighbors))
+        checks.append(("trainer.num_neighbors", trainer.get("num_neighbors")))
     extraction = (cfg.get("eval") or {}).get("extraction") or {}
     if extraction.get("mini_batch") and extraction.get("num_neighbors") is not None:
-        checks.append(("eval.extraction.num_neighbors", extraction.num_neighbors))
+        checks.append(("eval.extraction.num_neighbors", extraction.get("num_neighbors")))
     for key, fanouts in checks:
-        values = list(fanouts) if not isinstance(fanouts, str | int) else [fanouts]
+        if isinstance(fanouts, str | int) or not hasattr(fanouts, "__iter__"):
+            continue  # not a list: the sampler names the type where it is used
+        values = list(fanouts)
         if len(values) != depth:
             raise ConfigError(
                 f"{key}={values} samples {len(values)} hop(s), but the encoder "
