@@ -28,10 +28,14 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from graphssl.tasks._console import console_entry, quiet_libraries
+from graphssl.tasks.validate import install_config_file_checks
 
 CONFIG_PATH = str(Path(__file__).resolve().parent.parent / "conf")
 
 log = logging.getLogger("graphssl")
+
+# config files that are not UTF-8 or not a mapping are refused naming the file
+install_config_file_checks()
 
 #: errors caused by the user's input or environment: reported as one paragraph, no traceback
 USER_ERRORS = (
@@ -120,7 +124,7 @@ def _compare_main(cfg: DictConfig) -> None:
     from graphssl.tasks.compare import run_compare
 
     quiet_libraries()
-    run_compare(cfg)
+    _run_task("graphssl-compare", run_compare, cfg)
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="report")

@@ -39,11 +39,13 @@ from graphssl.tasks.debug import apply_debug_limits
 from graphssl.tasks.modality import check_modalities
 from graphssl.tasks.official import ogb_probe_metrics
 from graphssl.tasks.signals import SigtermHandler
+from graphssl.tasks.validate import validate_train_config
 from graphssl.tracking.buffer import FINAL, BufferedRun, journal_path, retry_store
 from graphssl.tracking.embeddings import log_embeddings
 from graphssl.tracking.identity import checkpoint_path, config_hash, resume_target
 from graphssl.tracking.mlflow_store import flatten
 from graphssl.tracking.run import MLflowMetricsCallback, RunTracker
+from graphssl.tracking.secrets import Masker, log_run_config
 from graphssl.tracking.stale import HASH_TAG, owner_tags
 from graphssl.tracking.store import TrackingStore
 from graphssl.tracking.sweep import read_parent
@@ -221,11 +223,13 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
     hc = _hydra()
     resolved = apply_debug_limits(resolve_config(cfg))
     check_modalities(resolved)  # an image method on a graph (or a GNN on images): refused now
+    validate_train_config(resolved)  # before the store, the run and the datamodule
     store = TrackingStore.from_config(resolved)
     parent = None
     if hc is not None and hc.mode == RunMode.MULTIRUN:
         parent = read_parent(hc.sweep.dir)
     chash = config_hash(resolved)
+    masker = Masker.from_config(resolved)  # secrets masked in params, tags and artifacts
     store_wait_s = float(resolved.logger.get("store_wait_s", 120))
     resume_run_id, resume_state = retry_store(
         lambda: resume_target(store, resolved, chash), store_wait_s
@@ -236,17 +240,17 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
     with store.start_run(
         run_name(resolved),
         parent_run_id=parent["run_id"] if parent else None,
-        tags={**_tags(hc), **owner_tags(), HASH_TAG: chash},
+        tags=masker.mapping({**_tags(hc), **owner_tags(), HASH_TAG: chash}),
         run_id=resume_run_id,
         wait_s=store_wait_s,
     ) as tracker:
         if not tracker.resumed:  # params are logged once per run: MLflow refuses changes
-            tracker.log_params(_params(resolved))
-            tracker.log_text(OmegaConf.to_yaml(resolved), "config.yaml")
-        if hc is not None and not tracker.resumed:
-            hydra_dir = Path(hc.runtime.output_dir) / hc.output_subdir if hc.output_subdir else None
-            if hydra_dir is not None and hydra_dir.is_dir():
-                tracker.log_artifacts(hydra_dir, ".hydra")
+            hydra_dir = None
+            if hc is not None and hc.output_subdir:
+                hydra_dir = Path(hc.runtime.output_dir) / hc.output_subdir
+            log_run_config(
+                tracker, masker, _params(resolved), OmegaConf.to_yaml(resolved), hydra_dir
+            )
 
         dm = build_datamodule(resolved)
         method = build_method(resolved, dm)

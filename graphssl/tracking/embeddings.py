@@ -83,7 +83,7 @@ def read_embeddings(path: str | Path, *, source: str | None = None) -> Embedding
             content hash that does not match the embeddings.
     """
     where = source or str(path)
-    payload = torch.load(path, map_location="cpu", weights_only=True)
+    payload = _load(path, where)
     if isinstance(payload, Tensor):
         payload = {"embeddings": payload}
     if not isinstance(payload, Mapping) or "embeddings" not in payload:
@@ -98,8 +98,7 @@ def read_embeddings(path: str | Path, *, source: str | None = None) -> Embedding
     expected = payload.get("sha256")
     if expected and tensor_hash(z) != expected:
         raise ValueError(f"{where}: embeddings do not match their sha256 (corrupted download?)")
-    ids = payload.get("ids")
-    ids = torch.arange(z.shape[0]) if ids is None else torch.as_tensor(ids).reshape(-1).long()
+    ids = _integer_ids(payload.get("ids"), z.shape[0], where)
     if ids.shape[0] != z.shape[0]:
         raise ValueError(
             f"{where}: {ids.shape[0]} ids for {z.shape[0]} embedding rows; expected one id per row"
@@ -111,8 +110,59 @@ def read_embeddings(path: str | Path, *, source: str | None = None) -> Embedding
         )
     labels = payload.get("labels")
     if labels is not None and not isinstance(labels, Tensor):
-        labels = torch.as_tensor(labels)
+        try:
+            labels = torch.as_tensor(labels)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(
+                f"{where}: 'labels' must be a tensor or a list of numbers, one per row, got "
+                f"{type(labels).__name__} ({err})"
+            ) from err
     return Embeddings(z, ids, labels, str(expected or ""))
+
+
+#: what a readable embeddings file holds, for error messages
+_EXPECTED = (
+    f"expected a torch.save file of dict(embeddings [N, D] float tensor, ids [N] integer "
+    f"tensor, labels [N] | None, sha256), as graphssl runs log in {EMBEDDINGS_ARTIFACT}"
+)
+
+
+def _load(path: str | Path, where: str) -> object:
+    """``torch.load(path, weights_only=True)``; an unreadable file raises one ``ValueError``
+    naming it (truncated, empty, not a torch file, or holding objects other than tensors)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{where}: no embeddings file at {path}; {_EXPECTED}")
+    size = path.stat().st_size
+    if size == 0:
+        raise ValueError(f"{where}: the embeddings file {path} is empty (0 bytes); {_EXPECTED}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # EOFError, UnpicklingError, UnicodeDecodeError, RuntimeError, ...
+        first = " ".join(str(err).split())[:200]
+        raise ValueError(
+            f"{where}: the embeddings file {path} ({size} bytes) cannot be read as a torch "
+            f"payload ({type(err).__name__}: {first}) — truncated, or not written by "
+            f"torch.save; {_EXPECTED}"
+        ) from err
+
+
+def _integer_ids(ids: object, rows: int, where: str) -> Tensor:
+    """The ``ids`` entry as a ``[N]`` long tensor (``arange(N)`` when absent)."""
+    if ids is None:
+        return torch.arange(rows)
+    try:
+        t = torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError) as err:
+        kind = type(ids).__name__
+        if isinstance(ids, list | tuple) and ids:
+            kind += f" of {type(ids[0]).__name__}"
+        raise ValueError(
+            f"{where}: 'ids' must be integers, one per row, got {kind}; {_EXPECTED}"
+        ) from err
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise ValueError(f"{where}: 'ids' must be integers, one per row, got dtype {t.dtype}")
+    return t.reshape(-1).long()
 
 
 def load_payload(path: str | Path, *, source: str | None = None) -> tuple[Tensor, Tensor]:

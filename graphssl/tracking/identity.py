@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,17 +20,25 @@ from omegaconf import DictConfig, OmegaConf
 
 from graphssl.tracking.mlflow_store import flatten
 from graphssl.tracking.stale import is_stale, mark_stale_killed, runs_of_config
-from graphssl.training.checkpoint import load_checkpoint
+from graphssl.training.checkpoint import CheckpointUnreadable, load_checkpoint
 
 if TYPE_CHECKING:
     from graphssl.tracking.store import TrackingStore
 
-__all__ = ["IGNORED_KEYS", "checkpoint_path", "config_hash", "resume_target"]
+__all__ = ["IGNORED_KEYS", "checkpoint_path", "config_hash", "resume_target", "set_aside"]
 
 log = logging.getLogger(__name__)
 
 #: keys that do not make a different run: the resume switch and display-only settings
-IGNORED_KEYS = frozenset({"resume", "trainer.progress", "logger.run_name", "logger.store_wait_s"})
+IGNORED_KEYS = frozenset(
+    {
+        "resume",
+        "trainer.progress",
+        "logger.run_name",
+        "logger.store_wait_s",
+        "logger.secret_patterns",
+    }
+)
 
 
 def config_hash(cfg: DictConfig) -> str:
@@ -47,6 +57,19 @@ def checkpoint_path(cfg: DictConfig, chash: str) -> Path:
     return Path(str(cfg.paths.outputs_dir)).absolute() / "checkpoints" / chash / "last.pt"
 
 
+def set_aside(path: Path) -> Path:
+    """Rename an unreadable file to ``<name>.corrupt-<UTC time>`` beside it, so the next start
+    is not blocked by it and it stays there to be looked at; returns the new path."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while dest.exists():
+        dest = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+        n += 1
+    os.replace(path, dest)
+    return dest
+
+
 def resume_target(
     store: TrackingStore, cfg: DictConfig, chash: str
 ) -> tuple[str | None, dict[str, Any] | None]:
@@ -56,8 +79,13 @@ def resume_target(
     runs = runs_of_config(client, store.experiment_id(), chash)
     state = None
     ckpt = checkpoint_path(cfg, chash)
+    moved = None
     if cfg.get("resume", False) and ckpt.is_file():
-        state = load_checkpoint(ckpt, chash)
+        try:
+            state = load_checkpoint(ckpt, chash)
+        except CheckpointUnreadable as err:
+            moved = set_aside(ckpt)
+            log.warning("%s; moved it aside to %s and starting from scratch", err, moved.name)
     run_id = state.get("mlflow_run_id") if state else None
     known = {r.info.run_id: r for r in runs}
     if run_id is not None and (
@@ -73,6 +101,6 @@ def resume_target(
         )
         run_id, state = None, None
     mark_stale_killed(client, runs, keep=run_id)
-    if cfg.get("resume", False) and state is None:
+    if cfg.get("resume", False) and state is None and moved is None:
         log.warning("resume=true but no resumable checkpoint at %s; starting from scratch", ckpt)
     return run_id, state

@@ -11,7 +11,6 @@ import contextlib
 import errno
 import logging
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
@@ -23,8 +22,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: keys whose values are never logged in clear (issue: security).
-SECRET_KEY = re.compile(r"(password|passwd|token|secret|api[_-]?key|(^|[._/])key$)", re.I)
 MAX_PARAM_CHARS = 6000
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -293,11 +290,13 @@ def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def safe_params(params: Mapping[str, Any]) -> dict[str, str]:
-    """Stringify params, mask values under secret-looking keys and cut overlong values."""
+    """Stringify params, mask secrets (:mod:`graphssl.tracking.secrets`), cut overlong values."""
+    from graphssl.tracking.secrets import Masker
+
+    masker = Masker()  # the default secret patterns; a run's own are applied before this
     out: dict[str, str] = {}
     for k, v in params.items():
-        last = k.rsplit(".", 1)[-1]
-        text = "***" if SECRET_KEY.search(last) and v not in (None, "") else str(v)
+        text = str(masker.value(k, v))
         out[k] = text[: MAX_PARAM_CHARS - 3] + "..." if len(text) > MAX_PARAM_CHARS else text
     return out
 

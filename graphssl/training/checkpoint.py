@@ -18,6 +18,7 @@ import torch
 from graphssl.utils import capture_rng, restore_rng
 
 __all__ = [
+    "CheckpointUnreadable",
     "CheckpointWriteError",
     "capture_rng",
     "load_checkpoint",
@@ -31,6 +32,18 @@ FORMAT_VERSION = 1
 class CheckpointWriteError(OSError):
     """A checkpoint could not be written (a full disk, an unwritable folder); the previous
     checkpoint at the same path, if any, is intact."""
+
+
+class CheckpointUnreadable(ValueError):
+    """A checkpoint file that cannot be read: truncated, empty, or not a graphssl checkpoint."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(
+            f"checkpoint {path} is unreadable ({reason}); expected a torch.save file of a "
+            f"graphssl checkpoint (a dict with format_version {FORMAT_VERSION}, config_hash, "
+            f"model and optimizer state)"
+        )
+        self.path = path
 
 
 def save_checkpoint(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
@@ -75,6 +88,7 @@ def load_checkpoint(path: str | os.PathLike[str], config_hash: str | None = None
 
     Raises:
         FileNotFoundError: no checkpoint at ``path``.
+        CheckpointUnreadable: the file cannot be read (truncated, empty, not a checkpoint).
         ValueError: the checkpoint belongs to another configuration or format.
     """
     path = Path(path)
@@ -83,7 +97,16 @@ def load_checkpoint(path: str | os.PathLike[str], config_hash: str | None = None
             f"no checkpoint at {path}; expected one written by a run "
             f"of the same configuration with trainer.checkpoint_every set"
         )
-    state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    if path.stat().st_size == 0:
+        raise CheckpointUnreadable(path, "an empty file, 0 bytes")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # EOFError, OSError, RuntimeError (zip), UnpicklingError, ...
+        raise CheckpointUnreadable(
+            path, f"{type(err).__name__}: {' '.join(str(err).split())[:160]}"
+        ) from err
+    if not isinstance(state, dict):
+        raise CheckpointUnreadable(path, f"it holds a {type(state).__name__}, not a dict")
     if state.get("format_version") != FORMAT_VERSION:
         raise ValueError(
             f"checkpoint {path} has format version {state.get('format_version')}; "

@@ -1,0 +1,190 @@
+"""Checks of a resolved train config that run before any work: before the MLflow run, the
+datamodule and training, so a mistake costs seconds and never a trained run.
+
+Checked here: every probe of ``eval.probes`` names an importable ``_target_`` that builds an
+object with ``evaluate``; mini-batch fanouts (``trainer.num_neighbors``,
+``eval.extraction.num_neighbors``) have one entry per message-passing layer of the encoder;
+integers lie in a range the code can use (``trainer.epochs`` at most 10^7, any integer within
+64 bits). Config files that are not UTF-8 or not a mapping are refused while Hydra composes
+them (:func:`install_config_file_checks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+__all__ = ["ConfigError", "install_config_file_checks", "validate_train_config"]
+
+#: largest value of an integer key (inclusive bounds); any other integer must fit in int64
+INT_BOUNDS: dict[str, tuple[int, int]] = {
+    "seed": (0, 2**32 - 1),
+    "num_threads": (1, 4096),
+    "trainer.epochs": (0, 10**7),
+    "trainer.batch_size": (1, 2**31 - 1),
+    "trainer.patience": (1, 10**7),
+    "trainer.checkpoint_every": (1, 10**7),
+    "eval.diag_every": (1, 10**7),
+    "eval.diag_subset": (1, 2**31 - 1),
+    "eval.select.every": (1, 10**7),
+    "eval.select.patience": (1, 10**7),
+}
+INT64 = (-(2**63), 2**63 - 1)
+#: encoders without message passing: their fanout is irrelevant
+_NO_HOPS = ("MLPEncoder",)
+
+
+class ConfigError(ValueError):
+    """The composed configuration cannot run; the message names the key and what was expected."""
+
+
+def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out.update(_flat(v, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = node
+    return out
+
+
+def _check_integers(container: Mapping[Any, Any]) -> None:
+    for key, value in _flat(container).items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            continue  # types are checked where the value is used (e.g. the Trainer)
+        lo, hi = INT_BOUNDS.get(key, INT64)
+        if not lo <= value <= hi:
+            raise ConfigError(f"{key}={value} is out of range; expected an integer in [{lo}, {hi}]")
+
+
+def _check_probes(probes: Any) -> None:
+    from hydra.utils import instantiate
+
+    for name, node in (probes or {}).items():
+        if node is None:
+            continue
+        where = f"eval.probes.{name}"
+        if not isinstance(node, Mapping) or "_target_" not in node:
+            shown = OmegaConf.to_container(node) if isinstance(node, DictConfig) else node
+            raise ConfigError(
+                f"{where}={shown!r} has no _target_; expected a probe config such as {{_target_: "
+                f"graphssl.evaluation.knn.KNNEvaluator, k: 20}} (or null to remove the probe)"
+            )
+        target = node["_target_"]
+        try:
+            probe = instantiate(node)
+        except Exception as err:  # an unknown class, a wrong keyword: say which probe
+            cause = err.__cause__ or err
+            raise ConfigError(
+                f"{where}._target_={target!r} cannot be built ({type(cause).__name__}: "
+                f"{' '.join(str(cause).split())[:300]}); expected an importable "
+                f"probe class and keywords it accepts, e.g. "
+                f"graphssl.evaluation.linear_probe.LogRegEvaluator"
+            ) from err
+        if not callable(getattr(probe, "evaluate", None)):
+            raise ConfigError(
+                f"{where}._target_={target!r} builds a {type(probe).__name__}, which has no "
+                f"evaluate(); expected a graphssl probe (an evaluator with evaluate())"
+            )
+
+
+def _encoder_depth(cfg: DictConfig) -> int | None:
+    model = cfg.get("model")
+    encoder = model.get("encoder") if isinstance(model, DictConfig) else None
+    if not isinstance(encoder, DictConfig):
+        return None  # e.g. DeepWalk: no encoder, no neighbour sampling
+    target = str(encoder.get("_target_", ""))
+    if target.rsplit(".", 1)[-1] in _NO_HOPS:
+        return None
+    layers = encoder.get("num_layers")
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+        return None
+    return layers
+
+
+def _check_fanouts(cfg: DictConfig) -> None:
+    depth = _encoder_depth(cfg)
+    if depth is None:
+        return
+    checks: list[tuple[str, Any]] = []
+    trainer = cfg.get("trainer") or {}
+    if trainer.get("mini_batch") and trainer.get("num_neighbors") is not None:
+        checks.append(("trainer.num_neighbors", trainer.get("num_neighbors")))
+    extraction = (cfg.get("eval") or {}).get("extraction") or {}
+    if extraction.get("mini_batch") and extraction.get("num_neighbors") is not None:
+        checks.append(("eval.extraction.num_neighbors", extraction.get("num_neighbors")))
+    for key, fanouts in checks:
+        if isinstance(fanouts, str | int) or not hasattr(fanouts, "__iter__"):
+            continue  # not a list: the sampler names the type where it is used
+        values = list(fanouts)
+        if len(values) != depth:
+            raise ConfigError(
+                f"{key}={values} samples {len(values)} hop(s), but the encoder "
+                f"(encoder.num_layers={depth}) has {depth} message-passing layer(s); expected "
+                f"one fanout per layer, e.g. {[10] * depth} (or {[-1] * depth} for all neighbours)"
+            )
+
+
+def validate_train_config(cfg: DictConfig) -> None:
+    """Refuse a resolved train config that cannot run, before any work.
+
+    Raises:
+        ConfigError: an unknown or unbuildable probe, a fanout whose length differs from the
+            encoder's depth, or an integer out of range; the message names the key.
+    """
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    _check_integers(container)
+    _check_fanouts(cfg)
+    _check_probes((cfg.get("eval") or {}).get("probes"))
+
+
+def install_config_file_checks() -> None:
+    """Make Hydra name the file when a config file is not UTF-8 or is not a mapping.
+
+    Hydra reads group files (``experiment=...``, ``dataset=...``) with ``open(...,
+    encoding="utf-8")`` and accepts a YAML list silently; both are refused here with a
+    one-paragraph error naming the file. Idempotent.
+    """
+    # Hydra's plugin scanner re-executes its config-source modules, so the repository that
+    # asks them for a file is wrapped rather than the file source itself
+    from hydra._internal.config_repository import ConfigRepository
+    from hydra.core.object_type import ObjectType
+    from hydra.errors import ConfigCompositionException
+    from omegaconf import ListConfig
+
+    original = ConfigRepository.load_config
+    if getattr(original, "_graphssl_checked", False):
+        return
+
+    def where(repo: ConfigRepository, config_path: str) -> str:
+        source = repo._find_object_source(config_path=config_path, object_type=ObjectType.CONFIG)
+        if source is None:
+            return config_path
+        name = source._normalize_file_name(config_path)
+        return f"{source.path.split('://', 1)[-1].rstrip('/')}/{name}"
+
+    def load_config(self: ConfigRepository, config_path: str) -> Any:
+        try:
+            result = original(self, config_path)
+        except UnicodeDecodeError as err:
+            raise ConfigCompositionException(
+                f"config file {where(self, config_path)} is not valid UTF-8 text (byte "
+                f"{err.object[err.start : err.start + 1]!r} at offset {err.start}); expected a "
+                f"UTF-8 YAML mapping of config keys — re-save the file as UTF-8"
+            ) from None
+        if result is not None and isinstance(result.config, ListConfig):
+            raise ConfigCompositionException(
+                f"config file {where(self, config_path)} holds a YAML list "
+                f"({len(result.config)} items); expected a YAML mapping of config keys (e.g. "
+                f"`# @package _global_`, then `trainer:` and `  epochs: 50` on the next lines)"
+            )
+        return result
+
+    load_config._graphssl_checked = True  # type: ignore[attr-defined]
+    ConfigRepository.load_config = load_config  # type: ignore[method-assign]

@@ -1,0 +1,99 @@
+"""Unreadable files give one paragraph naming the file and what was expected: embedding files
+given to ``graphssl-compare``, and a checkpoint that ``resume=true`` cannot read (moved aside,
+the stale run marked KILLED, the run started again; the next start is not blocked)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from faultkit import run_statuses
+from mlflow.tracking import MlflowClient
+
+COMPARE = [sys.executable, "-c", "from graphssl.cli import compare_main; compare_main()"]
+FAST = ["dataset=sbm", "eval.figures=false", "logger.log_embeddings=false"]
+
+
+def _good(path: Path, ids: object = None) -> Path:
+    torch.manual_seed(0)
+    payload = {"embeddings": torch.randn(40, 4), "ids": torch.arange(40) if ids is None else ids}
+    torch.save(payload, path)
+    return path
+
+
+def _bad_file(kind: str, folder: Path) -> Path:
+    path = folder / f"{kind}.pt"
+    if kind == "truncated":
+        data = _good(folder / "whole.pt").read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "latin1":
+        path.write_bytes("embeddings: caf\xe9\n".encode("latin-1"))
+    elif kind == "random":
+        path.write_bytes(os.urandom(4096))
+    elif kind == "string_ids":
+        _good(path, ids=[f"node-{i}" for i in range(40)])
+    return path
+
+
+@pytest.mark.parametrize("kind", ["truncated", "empty", "latin1", "random", "string_ids"])
+def test_compare_names_an_unreadable_embeddings_file(kind, cli_env, outputs_dir, tmp_path) -> None:
+    bad = _bad_file(kind, tmp_path)
+    good = _good(tmp_path / "good.pt")
+    res = subprocess.run(
+        [*COMPARE, f"embedding_files=[{good},{bad}]"],
+        env=cli_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode != 0
+    assert str(bad) in res.stderr, res.stderr[-2000:]
+    assert "expected a torch.save file of dict(embeddings" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert "FINISHED" not in run_statuses(outputs_dir / "mlflow.db")
+    assert "RUNNING" not in run_statuses(outputs_dir / "mlflow.db")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty"])
+def test_unreadable_checkpoint_is_moved_aside(graphssl_cmd, cli_env, outputs_dir, damage) -> None:
+    args = [*FAST, "trainer.epochs=4", "trainer.checkpoint_every=2"]
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*graphssl_cmd, *args, *extra], env=cli_env, capture_output=True, text=True, timeout=300
+        )
+
+    first = run()
+    assert first.returncode == 0, first.stderr[-2000:]
+    (ckpt,) = (outputs_dir / "checkpoints").glob("*/last.pt")
+    # the process died mid-run: its run is left RUNNING, its checkpoint damaged
+    client = MlflowClient(tracking_uri=f"sqlite:///{outputs_dir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("graphssl")
+    assert exp is not None
+    (stale,) = client.search_runs([exp.experiment_id])
+    client.update_run(stale.info.run_id, status="RUNNING")
+    client.set_tag(stale.info.run_id, "graphssl.pid", "999999999")  # a process that is gone
+    data = ckpt.read_bytes()
+    ckpt.write_bytes(data[: len(data) // 3] if damage == "truncated" else b"")
+
+    res = run("resume=true")
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = res.stdout + res.stderr
+    assert str(ckpt) in out and "is unreadable" in out
+    moved = list(ckpt.parent.glob("last.pt.corrupt-*"))
+    damaged = len(data) // 3 if damage == "truncated" else 0
+    assert len(moved) == 1 and moved[0].stat().st_size == damaged
+    statuses = {r.info.run_id: r.info.status for r in client.search_runs([exp.experiment_id])}
+    assert statuses[stale.info.run_id] == "KILLED"
+    assert sorted(statuses.values()) == ["FINISHED", "KILLED"]
+    # the next start is not blocked: the fresh run wrote a readable checkpoint again
+    again = run("resume=true")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "is unreadable" not in again.stdout + again.stderr
+    assert len(list(ckpt.parent.glob("last.pt.corrupt-*"))) == 1
