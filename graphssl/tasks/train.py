@@ -28,17 +28,20 @@ from graphssl.tasks.components import (
     build_method,
     build_probes,
     configured_extraction,
+    method_config,
     probe_configs,
     resolve_config,
     set_threads,
 )
+from graphssl.tracking.conventions import split_config_values, standard_tags
 from graphssl.tracking.embeddings import log_embeddings
 from graphssl.tracking.identity import checkpoint_path, config_hash, resume_target
 from graphssl.tracking.mlflow_store import flatten
+from graphssl.tracking.models import initial_state, log_method
 from graphssl.tracking.run import MLflowMetricsCallback, RunTracker
 from graphssl.tracking.stale import HASH_TAG, owner_tags
 from graphssl.tracking.store import TrackingStore
-from graphssl.tracking.sweep import read_parent
+from graphssl.tracking.sweep import job_run_name, read_parent
 from graphssl.training.trainer import Callback
 from graphssl.utils import git_commit, package_versions, seed_everything
 
@@ -94,9 +97,12 @@ def _params(cfg: DictConfig) -> dict[str, Any]:
     return {k: v for k, v in flat.items() if not k.startswith("model.encoder.")}
 
 
-def _tags(hc: HydraConf | None) -> dict[str, str]:
+def _tags(hc: HydraConf | None, cfg: DictConfig | None = None) -> dict[str, str]:
     tags = {f"version.{k}": v for k, v in package_versions().items()}
     tags["git.commit"] = git_commit()
+    tags.update(standard_tags(tags["git.commit"], list(hc.overrides.task) if hc else None))
+    if cfg is not None and cfg.get("rerun"):
+        tags["graphssl.rerun_of"] = str(cfg.rerun)
     if hc is not None:
         tags["graphssl.overrides"] = " ".join(hc.overrides.task)
         tags["graphssl.output_dir"] = str(hc.runtime.output_dir)
@@ -202,9 +208,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     seed_everything(int(resolved.seed))
 
     with store.start_run(
-        run_name(resolved),
+        job_run_name(run_name(resolved), list(hc.overrides.task) if hc else [], parent),
         parent_run_id=parent["run_id"] if parent else None,
-        tags={**_tags(hc), **owner_tags(), HASH_TAG: chash},
+        tags={**_tags(hc, resolved), **owner_tags(), HASH_TAG: chash},
         run_id=resume_run_id,
     ) as tracker:
         if not tracker.resumed:  # params are logged once per run: MLflow refuses changes
@@ -217,6 +223,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
         dm = build_datamodule(resolved)
         method = build_method(resolved, dm)
+        if (start := initial_state(store, resolved)) is not None:  # ckpt_path= / from_run=
+            method.load_state_dict(start)
         log.info("training %s on %s", type(method).__name__, dm)
         configured, by_name = build_callbacks(resolved, dm, tracker)
         trainer = instantiate(
@@ -236,6 +244,10 @@ def train(cfg: DictConfig) -> dict[str, float]:
         z, y = configured_extraction(resolved, method, dm)
         timings["time/extract_seconds"] = time.perf_counter() - t0 - timings["time/train_seconds"]
         metrics: dict[str, float] = dict(getattr(dm, "graph_stats", dict)())  # data/avg_degree
+        if not tracker.resumed:
+            tracker.log_dataset(dm.name, OmegaConf.to_container(resolved.dataset), metrics)
+        if resolved.logger.get("log_model", True):
+            log_method(tracker, method, method_config(resolved, dm), resolved)
         if fit.epochs:
             metrics["train/final_loss"] = fit.epochs[-1].metrics["loss"]
             metrics["train/epochs"] = float(len(fit.epochs))
@@ -254,7 +266,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
         timings["time/probe_seconds"] = time.perf_counter() - t0
         metrics.update(timings)
         metrics["time/total_seconds"] = time.perf_counter() - t_start
-        tracker.log_metrics(metrics)
+        measured, config_values = split_config_values(metrics)
+        tracker.log_metrics(measured)
+        tracker.set_tags(config_values)
 
         if ev.figures:
             log_figures(tracker, z, y, int(resolved.seed))
