@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -22,9 +22,18 @@ def _figure(width: float = 5.0, height: float = 4.0) -> Figure:
     return Figure(figsize=(width, height), dpi=110, layout="constrained")
 
 
-def spectrum_figure(embeddings: Tensor, fit_range: tuple[int, int] = (11, 100)) -> Figure:
+def _titled(ax: Any, what: str, title: str | None) -> None:
+    """``what`` as the axes title, under ``title`` (e.g. method, dataset and run name)."""
+    ax.set_title(f"{title}\n{what}" if title else what, fontsize=9 if title else None)
+
+
+def spectrum_figure(
+    embeddings: Tensor, fit_range: tuple[int, int] = (11, 100), title: str | None = None
+) -> Figure:
     """Eigenvalues of the covariance (σᵢ² of the centred matrix) on log-log axes, with the
-    power-law fit ``λᵢ ∝ i^-α`` over ``fit_range`` (1-based ranks) that α-ReQ reports."""
+    power-law fit ``λᵢ ∝ i^-α`` over ``fit_range`` (1-based ranks) that α-ReQ reports.
+
+    ``title`` (e.g. ``"DGI on Cora · dgi-Cora"``) heads the figure when given."""
     z = embeddings.detach().double()
     sigma = torch.linalg.svdvals(z - z.mean(0, keepdim=True)).numpy()
     lam = sigma**2
@@ -45,15 +54,21 @@ def spectrum_figure(embeddings: Tensor, fit_range: tuple[int, int] = (11, 100)) 
         ax.loglog(i, np.exp(a @ coef), "-", lw=2, label=f"α-ReQ fit: α = {coef[0]:.3f}")
     ax.set_xlabel("rank i")
     ax.set_ylabel("λᵢ / Σλ")
-    ax.set_title(f"Embedding spectrum ({z.shape[0]}×{z.shape[1]})")
+    _titled(ax, f"Embedding spectrum ({z.shape[0]}×{z.shape[1]})", title)
     ax.legend(loc="lower left", fontsize=8)
     return fig
 
 
 def projection_figure(
-    embeddings: Tensor, labels: Tensor | None, max_points: int = 5000, seed: int = 0
+    embeddings: Tensor,
+    labels: Tensor | None,
+    max_points: int = 5000,
+    seed: int = 0,
+    title: str | None = None,
 ) -> Figure:
-    """First two principal components of (a seeded subsample of) the embeddings, by label."""
+    """First two principal components of (a seeded subsample of) the embeddings, by label.
+
+    ``title`` (e.g. ``"DGI on Cora · dgi-Cora"``) heads the figure when given."""
     z = embeddings.detach().double()
     gen = torch.Generator().manual_seed(seed)
     rows = torch.randperm(z.shape[0], generator=gen)[:max_points]
@@ -82,5 +97,5 @@ def projection_figure(
         ax.scatter(xy[:, 0], xy[:, 1], s=4, alpha=0.8)
     ax.set_xlabel("PC 1")
     ax.set_ylabel("PC 2")
-    ax.set_title("Embeddings: first two principal components")
+    _titled(ax, "Embeddings: first two principal components", title)
     return fig

@@ -206,7 +206,7 @@ def _log(
             if figures:
                 from graphssl.tasks.train import log_figures
 
-                log_figures(tracker, emb.embeddings, emb.labels, seed)
+                log_figures(tracker, emb.embeddings, emb.labels, seed, title=tracker.run_name)
             return tracker.run_id
     artifacts.log_metrics_to(store, run.run_id, metrics)
     artifacts.set_tags_on(
@@ -216,10 +216,15 @@ def _log(
     if figures:
         from graphssl.evaluation.plots import projection_figure, spectrum_figure
 
-        z, y = emb.embeddings, emb.labels
-        artifacts.log_figure_to(store, run.run_id, spectrum_figure(z), "figures/spectrum.png")
+        z, y, title = emb.embeddings, emb.labels, run.run_name or run.run_id
         artifacts.log_figure_to(
-            store, run.run_id, projection_figure(z, y, seed=seed), "figures/projection.png"
+            store, run.run_id, spectrum_figure(z, title=title), "figures/spectrum.png"
+        )
+        artifacts.log_figure_to(
+            store,
+            run.run_id,
+            projection_figure(z, y, seed=seed, title=title),
+            "figures/projection.png",
         )
     return run.run_id
 

@@ -271,19 +271,26 @@ def train(cfg: DictConfig) -> dict[str, float]:
         tracker.set_tags(config_values)
 
         if ev.figures:
-            log_figures(tracker, z, y, int(resolved.seed))
+            title = f"{type(method).__name__} on {dm.name} · {tracker.run_name or tracker.run_id}"
+            log_figures(tracker, z, y, int(resolved.seed), title=title)
         if resolved.logger.get("log_embeddings", True):
             log_embeddings(tracker, z, y)
         print(summary_table(metrics, f"{run_name(resolved)}  (MLflow run {tracker.run_id})"))
     return metrics
 
 
-def log_figures(tracker: RunTracker, z: torch.Tensor, y: torch.Tensor | None, seed: int) -> None:
-    """The spectrum and projection figures of ``z`` (``figures/*.png``)."""
+def log_figures(
+    tracker: RunTracker,
+    z: torch.Tensor,
+    y: torch.Tensor | None,
+    seed: int,
+    title: str | None = None,
+) -> None:
+    """The spectrum and projection figures of ``z`` (``figures/*.png``), headed by ``title``."""
     from graphssl.evaluation.plots import projection_figure, spectrum_figure
 
-    tracker.log_figure(spectrum_figure(z), "figures/spectrum.png")
-    tracker.log_figure(projection_figure(z, y, seed=seed), "figures/projection.png")
+    tracker.log_figure(spectrum_figure(z, title=title), "figures/spectrum.png")
+    tracker.log_figure(projection_figure(z, y, seed=seed, title=title), "figures/projection.png")
 
 
 def _classifier_metrics(
