@@ -134,15 +134,15 @@ class RunTracker:
     def log_dataset(
         self,
         name: str,
-        config: Mapping[str, Any],
+        config: Any,
         profile: Mapping[str, float],
         context: str = "training",
     ) -> str:
         """Record the run's dataset as an MLflow input (the run page's "Datasets" column).
 
-        The digest is a hash of the dataset's resolved config and its size (``profile``: node,
-        edge and graph counts), so two runs on the same data show the same dataset. Returns
-        the digest.
+        The digest is a hash of the dataset's resolved ``config`` (a mapping) and its size
+        (``profile``: node, edge and graph counts), so two runs on the same data show the same
+        dataset. Returns the digest.
         """
         import hashlib
         import json

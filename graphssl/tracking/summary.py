@@ -140,7 +140,7 @@ def _optuna_results(sweep_dir: Path) -> dict[str, Any] | None:
     from omegaconf import OmegaConf
 
     data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    return data if isinstance(data, dict) else None
+    return {str(k): v for k, v in data.items()} if isinstance(data, dict) else None
 
 
 def summarise_parent(
