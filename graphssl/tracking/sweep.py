@@ -147,3 +147,21 @@ class MLflowSweepCallback(Callback):
         counts = close_parent(parent["tracking_uri"], parent["run_id"], summary=parent)
         if counts:
             log.info("sweep parent %s: %s", parent["run_id"], counts)
+
+
+class SaveJobConfig(Callback):
+    """Pickle each job's config into ``<run dir>/.hydra/config.pickle``, which Hydra's
+    ``--experimental-rerun`` reads; like Hydra's ``PickleJobInfoCallback`` but quiet (a DEBUG
+    line, not an INFO line per job) and without the return value."""
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        import pickle
+
+        subdir = config.hydra.output_subdir
+        if subdir is None:
+            return
+        folder = Path(str(config.hydra.runtime.output_dir)) / str(subdir)
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "config.pickle", "wb") as f:
+            pickle.dump(config, f, protocol=4)
+        log.debug("job config saved in %s", folder / "config.pickle")
