@@ -104,7 +104,12 @@ def _train_main(cfg: DictConfig) -> float | None:
     """``graphssl``: train, evaluate and log one run (or one job of a multirun)."""
     from graphssl.tasks.train import train
 
-    metrics = _run_task("graphssl", train, cfg)
+    if cfg.get("rerun"):  # graphssl rerun=<run id>: the stored run's config, unchanged
+        from graphssl.tasks.rerun import rerun
+
+        metrics = _run_task("graphssl", rerun, cfg, (*USER_ERRORS, LookupError))
+    else:
+        metrics = _run_task("graphssl", train, cfg)
     value = metrics.get(str(cfg.get("optimized_metric")))
     return None if value is None else float(value)
 

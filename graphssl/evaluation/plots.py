@@ -8,7 +8,7 @@ float64 decomposition, the projection casts only its sampled rows.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -39,9 +39,15 @@ def _float_rows(embeddings: Tensor) -> Tensor:
     return z if z.dtype in (torch.float32, torch.float64) else z.float()
 
 
+def _titled(ax: Any, what: str, title: str | None) -> None:
+    """``what`` as the axes title, under ``title`` (e.g. method, dataset and run name)."""
+    ax.set_title(f"{title}\n{what}" if title else what, fontsize=9 if title else None)
+
+
 def spectrum_figure(
     embeddings: Tensor,
     fit_range: tuple[int, int] = (11, 100),
+    title: str | None = None,
     *,
     max_rows: int | None = SPECTRUM_MAX_ROWS,
     seed: int = 0,
@@ -55,6 +61,8 @@ def spectrum_figure(
         max_rows: draw on a seeded uniform subsample of this many rows when ``N`` is larger;
             ``None`` uses every row (default: :data:`SPECTRUM_MAX_ROWS`).
         seed: seed of the subsample (default: ``0``).
+
+    ``title`` (e.g. ``"DGI on Cora · dgi-Cora"``) heads the figure when given.
     """
     max_rows = check_max_rows(max_rows)
     z = _float_rows(embeddings)
@@ -82,15 +90,21 @@ def spectrum_figure(
     ax.set_xlabel("rank i")
     ax.set_ylabel("λᵢ / Σλ")
     sample = f"; {z.shape[0]} sampled rows" if z.shape[0] < n_all else ""
-    ax.set_title(f"Embedding spectrum ({n_all}×{z.shape[1]}{sample})")
+    _titled(ax, f"Embedding spectrum ({n_all}×{z.shape[1]}{sample})", title)
     ax.legend(loc="lower left", fontsize=8)
     return fig
 
 
 def projection_figure(
-    embeddings: Tensor, labels: Tensor | None, max_points: int = 5000, seed: int = 0
+    embeddings: Tensor,
+    labels: Tensor | None,
+    max_points: int = 5000,
+    seed: int = 0,
+    title: str | None = None,
 ) -> Figure:
-    """First two principal components of (a seeded subsample of) the embeddings, by label."""
+    """First two principal components of (a seeded subsample of) the embeddings, by label.
+
+    ``title`` (e.g. ``"DGI on Cora · dgi-Cora"``) heads the figure when given."""
     z = embeddings.detach()
     gen = torch.Generator().manual_seed(seed)
     rows = torch.randperm(z.shape[0], generator=gen)[:max_points]
@@ -119,5 +133,5 @@ def projection_figure(
         ax.scatter(xy[:, 0], xy[:, 1], s=4, alpha=0.8)
     ax.set_xlabel("PC 1")
     ax.set_ylabel("PC 2")
-    ax.set_title("Embeddings: first two principal components")
+    _titled(ax, "Embeddings: first two principal components", title)
     return fig

@@ -440,7 +440,19 @@ def graph_figure(result: CompareResult, seed: int = 0) -> Figure:
         linewidths=2.5,
         node_size=420,
     )
-    nx.draw_networkx_labels(graph, pos, ax=ax, font_size=7)
+    # names beside (below) their node, on a light box, so they never hide the node's colour
+    ys = [float(p[1]) for p in pos.values()] or [0.0]
+    dy = 0.07 * ((max(ys) - min(ys)) or 1.0)
+    label_pos = {n: (float(p[0]), float(p[1]) - dy) for n, p in pos.items()}
+    nx.draw_networkx_labels(
+        graph,
+        label_pos,
+        ax=ax,
+        font_size=7,
+        verticalalignment="top",
+        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.7},
+    )
+    ax.margins(0.12)
     fig.colorbar(nodes, ax=ax, shrink=0.7, label="informativeness (median I_S/d_Z)")
     ax.set_title(
         f"predictiveness graph: {len(result.communities)} Louvain communities (ring colour)",

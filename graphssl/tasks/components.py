@@ -19,6 +19,7 @@ __all__ = [
     "build_method",
     "build_probes",
     "configured_extraction",
+    "method_config",
     "probe_configs",
     "resolve_config",
     "set_threads",
@@ -68,8 +69,9 @@ def _fill_from_dataset(enc: DictConfig, dm: DataModule) -> None:
             enc[key] = overrides[key]
 
 
-def build_method(cfg: DictConfig, dm: DataModule) -> SSLMethod:
-    """Instantiate ``cfg.model`` with the encoder's input size taken from the dataset."""
+def method_config(cfg: DictConfig, dm: DataModule) -> DictConfig:
+    """``cfg.model`` resolved, with the sizes taken from the dataset filled in (the encoder's
+    input size, ``num_classes``): instantiating it needs no dataset."""
     model_cfg = OmegaConf.create(OmegaConf.to_container(cfg.model, resolve=True))
     assert isinstance(model_cfg, DictConfig)
     enc = model_cfg.get("encoder")
@@ -77,7 +79,12 @@ def build_method(cfg: DictConfig, dm: DataModule) -> SSLMethod:
         _fill_from_dataset(enc, dm)
     if model_cfg.get("num_classes", None) in (-1, None) and "num_classes" in model_cfg:
         model_cfg.num_classes = dm.num_classes  # e.g. the supervised classifier
-    method = instantiate(model_cfg)
+    return model_cfg
+
+
+def build_method(cfg: DictConfig, dm: DataModule) -> SSLMethod:
+    """Instantiate ``cfg.model`` with the encoder's input size taken from the dataset."""
+    method = instantiate(method_config(cfg, dm))
     if not isinstance(method, SSLMethod):
         raise TypeError(
             f"model._target_ must build a graphssl SSLMethod, got "

@@ -209,7 +209,9 @@ def _log(
             if figures:
                 from graphssl.tasks.train import log_figures
 
-                log_figures(tracker, emb.embeddings, emb.labels, seed, cfg.eval)
+                log_figures(
+                    tracker, emb.embeddings, emb.labels, seed, cfg.eval, title=tracker.run_name
+                )
             return tracker.run_id
     artifacts.log_metrics_to(store, run.run_id, metrics)
     artifacts.set_tags_on(
@@ -219,13 +221,16 @@ def _log(
     if figures:
         from graphssl.evaluation.plots import projection_figure, spectrum_figure
 
-        z, y = emb.embeddings, emb.labels
+        z, y, title = emb.embeddings, emb.labels, run.run_name or run.run_id
         spectrum = spectrum_figure(
-            z, max_rows=evaluation_settings(cfg.eval)["figure_max_rows"], seed=seed
+            z, title=title, max_rows=evaluation_settings(cfg.eval)["figure_max_rows"], seed=seed
         )
         artifacts.log_figure_to(store, run.run_id, spectrum, "figures/spectrum.png")
         artifacts.log_figure_to(
-            store, run.run_id, projection_figure(z, y, seed=seed), "figures/projection.png"
+            store,
+            run.run_id,
+            projection_figure(z, y, seed=seed, title=title),
+            "figures/projection.png",
         )
     return run.run_id
 

@@ -122,6 +122,8 @@ class Report:
         downstream: the downstream metric name.
         points: ``{metric: [(group, metric value, downstream value), ...]}`` for the scatter
             plots.
+        point_names: the name of each of those points (run name, or ``key=value`` when
+            averaged).
         n_runs: runs used (those with a finite downstream value).
         average_by: the key whose runs were averaged into one point (``None``: none).
         baseline: per group, the downstream metric beside the untrained baseline's (empty when
@@ -139,6 +141,9 @@ class Report:
     average_by: str | None = None
     baseline: list[BaselineRow] = field(default_factory=list)
     separation: list[SeparationRow] = field(default_factory=list)
+    #: ``{metric: [name of each point in points[metric]]}``: the run's name, or
+    #: ``<average_by>=<value>`` for averaged points
+    point_names: dict[str, list[str]] = field(default_factory=dict)
 
     def cell(self, group: str, metric: str, stat: str = "spearman") -> float:
         for r in self.rows:
@@ -233,14 +238,17 @@ def correlation_table(
     groups = sorted(grouped)
     rows: list[CorrelationRow] = []
     points: dict[str, list[tuple[str, float, float]]] = {m: [] for m in names}
+    point_names: dict[str, list[str]] = {m: [] for m in names}
     for g in groups:
         members = _average(grouped[g], average_by, [downstream, *names])
+        labels = _point_names(grouped[g], average_by)
         y = [r[downstream] for r in members]
         for m in names:
             x = [r.get(m, math.nan) for r in members]
             rho, tau, n, note = correlation(x, y)
             rows.append(CorrelationRow(g, m, n, rho, tau, note))
             points[m].extend((g, a, b) for a, b in zip(x, y) if math.isfinite(a))
+            point_names[m].extend(nm for nm, a in zip(labels, x) if math.isfinite(a))
     return Report(
         list(keys),
         groups,
@@ -252,6 +260,7 @@ def correlation_table(
         average_by,
         _baseline_rows(grouped, groups, downstream),
         _separation_rows(used, names),
+        point_names,
     )
 
 
@@ -342,6 +351,17 @@ def baseline_markdown(report: Report) -> str:
     return "\n".join(md)
 
 
+def _point_names(runs: Sequence[RunRecord], key: str | None) -> list[str]:
+    """The names of :func:`_average`'s points, in its order."""
+    if key is None:
+        return [r.run_name or r.run_id[:8] for r in runs]
+    names: dict[str, None] = {}
+    for i, r in enumerate(runs):
+        value = r.value(key)
+        names.setdefault(f"#{i}" if value is None else _point_label(value), None)
+    return [f"{key}={n}" for n in names]
+
+
 def _average(
     runs: Sequence[RunRecord], key: str | None, names: Sequence[str]
 ) -> list[dict[str, float]]:
@@ -405,8 +425,9 @@ def _write_csv(
             w.writerow([name, *("" if math.isnan(v) else f"{v:.6f}" for v in vals)])
 
 
-def scatter_figure(report: Report, columns: int = 4) -> Figure:
-    """One panel per metric: metric value (x) vs downstream (y), coloured by group."""
+def scatter_figure(report: Report, columns: int = 4, max_names: int = 30) -> Figure:
+    """One panel per metric: metric value (x) vs downstream (y), coloured by group; each
+    point is labelled with its run's name when a panel has at most ``max_names`` points."""
     from graphssl.evaluation.plots import _figure
 
     k = max(1, len(report.metrics))
@@ -418,15 +439,23 @@ def scatter_figure(report: Report, columns: int = 4) -> Figure:
     colors = {g: palette[i % 10] for i, g in enumerate(report.groups)}
     for idx, metric in enumerate(report.metrics):
         ax = axes[idx // ncols][idx % ncols]
+        all_pts = report.points.get(metric, [])
         for g in report.groups:
-            pts = [(a, b) for gg, a, b in report.points.get(metric, []) if gg == g]
+            pts = [(a, b) for gg, a, b in all_pts if gg == g]
             if pts:
                 xs, ys = zip(*pts)
                 ax.scatter(xs, ys, s=12, color=colors[g], label=g, alpha=0.8)
+        names = report.point_names.get(metric, [])
+        if len(names) == len(all_pts) and len(names) <= max_names:
+            for name, (_, a, b) in zip(names, all_pts):
+                ax.annotate(
+                    name, (a, b), xytext=(3, 3), textcoords="offset points", fontsize=5, alpha=0.8
+                )
         rho = [report.cell(g, metric) for g in report.groups]
         finite = [r for r in rho if math.isfinite(r)]
         mean = f"{np.mean(finite):+.2f}" if finite else "nan"
         ax.set_title(f"{metric} (mean ρ {mean})", fontsize=8)
+        ax.set_xlabel(metric, fontsize=7)
         ax.set_ylabel(report.downstream, fontsize=7)
         ax.tick_params(labelsize=6)
     for idx in range(len(report.metrics), nrows * ncols):

@@ -31,6 +31,7 @@ from graphssl.tasks.components import (
     build_method,
     configured_extraction,
     configured_probes,
+    method_config,
     probe_configs,
     resolve_config,
     set_threads,
@@ -41,14 +42,16 @@ from graphssl.tasks.official import ogb_probe_metrics
 from graphssl.tasks.signals import SigtermHandler
 from graphssl.tasks.validate import validate_train_config
 from graphssl.tracking.buffer import FINAL, BufferedRun, journal_path, retry_store
+from graphssl.tracking.conventions import split_config_values, standard_tags
 from graphssl.tracking.embeddings import log_embeddings
 from graphssl.tracking.identity import checkpoint_path, config_hash, resume_target
 from graphssl.tracking.mlflow_store import flatten
+from graphssl.tracking.models import initial_state, log_method
 from graphssl.tracking.run import MLflowMetricsCallback, RunTracker
 from graphssl.tracking.secrets import Masker, log_run_config
 from graphssl.tracking.stale import HASH_TAG, owner_tags
 from graphssl.tracking.store import TrackingStore
-from graphssl.tracking.sweep import read_parent
+from graphssl.tracking.sweep import job_run_name, read_parent
 from graphssl.training.trainer import Callback
 from graphssl.utils import git_commit, package_versions, seed_everything
 
@@ -110,9 +113,12 @@ def _params(cfg: DictConfig) -> dict[str, Any]:
     return {k: v for k, v in flat.items() if not k.startswith("model.encoder.")}
 
 
-def _tags(hc: HydraConf | None) -> dict[str, str]:
+def _tags(hc: HydraConf | None, cfg: DictConfig | None = None) -> dict[str, str]:
     tags = {f"version.{k}": v for k, v in package_versions().items()}
     tags["git.commit"] = git_commit()
+    tags.update(standard_tags(tags["git.commit"], list(hc.overrides.task) if hc else None))
+    if cfg is not None and cfg.get("rerun"):
+        tags["graphssl.rerun_of"] = str(cfg.rerun)
     if hc is not None:
         tags["graphssl.overrides"] = " ".join(hc.overrides.task)
         tags["graphssl.output_dir"] = str(hc.runtime.output_dir)
@@ -238,9 +244,9 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
     seed_everything(int(resolved.seed))
 
     with store.start_run(
-        run_name(resolved),
+        job_run_name(run_name(resolved), list(hc.overrides.task) if hc else [], parent),
         parent_run_id=parent["run_id"] if parent else None,
-        tags=masker.mapping({**_tags(hc), **owner_tags(), HASH_TAG: chash}),
+        tags=masker.mapping({**_tags(hc, resolved), **owner_tags(), HASH_TAG: chash}),
         run_id=resume_run_id,
         wait_s=store_wait_s,
     ) as tracker:
@@ -254,6 +260,8 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
 
         dm = build_datamodule(resolved)
         method = build_method(resolved, dm)
+        if (start := initial_state(store, resolved)) is not None:  # ckpt_path= / from_run=
+            method.load_state_dict(start)
         log.info("training %s on %s", type(method).__name__, dm)
         # metrics go to a journal beside the checkpoint first, so losing the store loses none
         ckpt = checkpoint_path(resolved, chash)
@@ -278,6 +286,10 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
         z, y = configured_extraction(resolved, method, dm)
         timings["time/extract_seconds"] = time.perf_counter() - t0 - timings["time/train_seconds"]
         metrics: dict[str, float] = dict(getattr(dm, "graph_stats", dict)())  # data/avg_degree
+        if not tracker.resumed:
+            tracker.log_dataset(dm.name, OmegaConf.to_container(resolved.dataset), metrics)
+        if resolved.logger.get("log_model", True):
+            log_method(tracker, method, method_config(resolved, dm), resolved)
         if fit.epochs:
             metrics["train/final_loss"] = fit.epochs[-1].metrics["loss"]
             metrics["train/epochs"] = float(len(fit.epochs))
@@ -298,14 +310,17 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
         metrics.update(untrained_baseline(resolved, dm, method, metrics))  # after the trained work
         metrics.update(timings)
         metrics["time/total_seconds"] = time.perf_counter() - t_start
-        sink.log_metrics(metrics, kind=FINAL)
+        measured, config_values = split_config_values(metrics)
+        sink.log_metrics(measured, kind=FINAL)
+        sink.set_tags(config_values)
         sink.drain(store_wait_s)
         sink.close()
 
         if ev.figures:
+            title = f"{type(method).__name__} on {dm.name} · {tracker.run_name or tracker.run_id}"
             sink.call(
                 "log the figures",
-                lambda: log_figures(tracker, z, y, int(resolved.seed), ev),
+                lambda: log_figures(tracker, z, y, int(resolved.seed), ev, title=title),
                 store_wait_s,
             )
         if resolved.logger.get("log_embeddings", True):
@@ -322,15 +337,16 @@ def log_figures(
     y: torch.Tensor | None,
     seed: int,
     eval_cfg: DictConfig | None = None,
+    title: str | None = None,
 ) -> None:
-    """The spectrum and projection figures of ``z`` (``figures/*.png``); the spectrum on at most
-    ``eval.figure_max_rows`` seeded rows."""
+    """The spectrum and projection figures of ``z`` (``figures/*.png``), headed by ``title``;
+    the spectrum on at most ``eval.figure_max_rows`` seeded rows."""
     from graphssl.evaluation.plots import projection_figure, spectrum_figure
 
     caps = evaluation_settings(eval_cfg if eval_cfg is not None else {})
-    spectrum = spectrum_figure(z, max_rows=caps["figure_max_rows"], seed=seed)
+    spectrum = spectrum_figure(z, title=title, max_rows=caps["figure_max_rows"], seed=seed)
     tracker.log_figure(spectrum, "figures/spectrum.png")
-    tracker.log_figure(projection_figure(z, y, seed=seed), "figures/projection.png")
+    tracker.log_figure(projection_figure(z, y, seed=seed, title=title), "figures/projection.png")
 
 
 def _classifier_metrics(

@@ -18,28 +18,45 @@ from omegaconf import DictConfig
 
 from graphssl.tracking import mlflow_store
 from graphssl.tracking.stale import is_stale
+from graphssl.tracking.summary import child_label, parse_overrides, summarise_parent, swept_keys
 
 log = logging.getLogger(__name__)
 
 PARENT_FILE = "mlflow_parent_run.json"
 
 
-def read_parent(sweep_dir: str | Path) -> dict[str, str] | None:
+def read_parent(sweep_dir: str | Path) -> dict[str, Any] | None:
     """The parent-run record a multirun left in ``sweep_dir``, or ``None``."""
     path = Path(sweep_dir) / PARENT_FILE
     if not path.is_file():
         return None
-    data: dict[str, str] = json.loads(path.read_text())
+    data: dict[str, Any] = json.loads(path.read_text())
     return data
 
 
-def close_parent(tracking_uri: str, run_id: str) -> dict[str, int]:
+def job_run_name(name: str, job_overrides: list[str], parent: dict[str, Any] | None) -> str:
+    """``dgi-Cora[trainer.epochs=50]``: a sweep job's name with its swept values.
+
+    Outside a sweep, or when the parent record names no swept keys, ``name`` is returned.
+    """
+    keys = (parent or {}).get("swept") or []
+    if not keys:
+        return name
+    label = child_label(parse_overrides(" ".join(job_overrides)), keys)
+    return f"{name}[{label}]" if label else name
+
+
+def close_parent(
+    tracking_uri: str, run_id: str, summary: dict[str, Any] | None = None
+) -> dict[str, int]:
     """Count the parent's children by status, tag the parent with the counts and end it.
 
     The parent ends ``FINISHED`` when every child finished and ``FAILED`` otherwise; the tags
     ``children_total``, ``children_finished`` and ``children_failed`` say why. A child still
     ``RUNNING`` whose process on this host is gone (a worker killed mid-job) is marked
-    ``KILLED`` first.
+    ``KILLED`` first. With ``summary`` (``optimized_metric``, ``direction``, ``swept``,
+    ``sweep_dir``) the parent also gets its best child, ``children.csv`` and a figure
+    (:func:`graphssl.tracking.summary.summarise_parent`).
     """
     client = mlflow_store.client(tracking_uri)
     parent = client.get_run(run_id)
@@ -67,6 +84,19 @@ def close_parent(tracking_uri: str, run_id: str) -> dict[str, int]:
             counts["children_failed"] += 1
     for k, v in counts.items():
         client.set_tag(run_id, k, str(v))
+    if summary is not None:
+        try:
+            summarise_parent(
+                client,
+                run_id,
+                children,
+                optimized_metric=summary.get("optimized_metric"),
+                direction=str(summary.get("direction") or "maximize"),
+                keys=list(summary.get("swept") or []),
+                sweep_dir=summary.get("sweep_dir"),
+            )
+        except Exception as err:  # a summary must never leave the parent RUNNING
+            log.warning("sweep parent %s: could not write the summary: %s", run_id, err)
     ok = counts["children_failed"] == 0 and counts["children_total"] > 0
     client.set_terminated(run_id, "FINISHED" if ok else "FAILED")
     return counts
@@ -76,7 +106,7 @@ class MLflowSweepCallback(Callback):
     """Parent/child MLflow runs for Hydra multiruns (registered in ``conf/hydra/default.yaml``)."""
 
     def __init__(self) -> None:
-        self._parent: dict[str, str] | None = None
+        self._parent: dict[str, Any] | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from graphssl.tracking.context import tracking_settings
@@ -92,6 +122,11 @@ class MLflowSweepCallback(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         overrides = list(config.hydra.overrides.task)
+        sweeper = config.hydra.get("sweeper") or {}
+        direction = sweeper.get("direction", "maximize")
+        if not isinstance(direction, str):  # Optuna's multi-objective list
+            direction = "maximize"
+        swept = swept_keys(overrides, list((sweeper.get("params") or {}).keys()))
         run = client.create_run(
             experiment_id,
             run_name=f"sweep-{sweep_dir.name}",
@@ -105,6 +140,10 @@ class MLflowSweepCallback(Callback):
             "run_id": run.info.run_id,
             "experiment_id": experiment_id,
             "tracking_uri": settings["tracking_uri"],
+            "swept": swept,
+            "optimized_metric": config.get("optimized_metric"),
+            "direction": str(direction),
+            "sweep_dir": str(sweep_dir.absolute()),
         }
         (sweep_dir / PARENT_FILE).write_text(json.dumps(self._parent))
         log.info("MLflow sweep parent run %s", run.info.run_id)
@@ -119,6 +158,24 @@ class MLflowSweepCallback(Callback):
         if self._parent is None:
             return
         parent, self._parent = self._parent, None
-        counts = close_parent(parent["tracking_uri"], parent["run_id"])
+        counts = close_parent(parent["tracking_uri"], parent["run_id"], summary=parent)
         if counts:
             log.info("sweep parent %s: %s", parent["run_id"], counts)
+
+
+class SaveJobConfig(Callback):
+    """Pickle each job's config into ``<run dir>/.hydra/config.pickle``, which Hydra's
+    ``--experimental-rerun`` reads; like Hydra's ``PickleJobInfoCallback`` but quiet (a DEBUG
+    line, not an INFO line per job) and without the return value."""
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        import pickle
+
+        subdir = config.hydra.output_subdir
+        if subdir is None:
+            return
+        folder = Path(str(config.hydra.runtime.output_dir)) / str(subdir)
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "config.pickle", "wb") as f:
+            pickle.dump(config, f, protocol=4)
+        log.debug("job config saved in %s", folder / "config.pickle")

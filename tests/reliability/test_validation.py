@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from faultkit import run_statuses
 
 FAST = ["dataset=sbm", "trainer.epochs=2", "eval.figures=false", "logger.log_embeddings=false"]
@@ -52,9 +51,7 @@ def test_refused_before_training(graphssl_cmd, cli_env, outputs_dir, override, n
 def test_fanouts_must_match_the_encoders_depth(graphssl_cmd, cli_env, outputs_dir, key) -> None:
     mode = key.rsplit(".", 1)[0] + ".mini_batch=true"
     res = cli(graphssl_cmd, cli_env, *FAST, "encoder.num_layers=2", mode, f"{key}=[5,5,5,5]")
-    assert_refused(
-        res, outputs_dir, f"{key}=[5, 5, 5, 5] samples 4 hop(s)", "encoder.num_layers=2"
-    )
+    assert_refused(res, outputs_dir, f"{key}=[5, 5, 5, 5] samples 4 hop(s)", "encoder.num_layers=2")
 
 
 def test_unknown_probe_then_the_fixed_config_runs(graphssl_cmd, cli_env, outputs_dir) -> None:

@@ -145,3 +145,21 @@ def test_no_baseline_tables_without_baseline_metrics(tmp_path) -> None:
     assert report.baseline == [] and report.separation == []
     _, text = write_outputs(report, tmp_path)
     assert "baseline" not in text and not (tmp_path / "baseline.csv").exists()
+
+
+def test_scatter_has_axis_labels_and_run_names() -> None:
+    from graphssl.tasks.report import scatter_figure
+
+    runs = [_run(i, 0.5 + 0.1 * i, x=float(i), y=float(-i)) for i in range(4)]
+    report = correlation_table(runs, group_by=[])
+    assert report.point_names["diag/x"] == ["job0", "job1", "job2", "job3"]
+    ax = scatter_figure(report).axes[0]
+    assert ax.get_xlabel() == report.metrics[0]
+    assert ax.get_ylabel() == "probe/logreg/test_acc"
+    assert sorted(t.get_text() for t in ax.texts) == ["job0", "job1", "job2", "job3"]
+    averaged = correlation_table(
+        [_run(i, 0.5 + 0.1 * i, {"seed": str(i % 2)}, x=float(i)) for i in range(4)],
+        group_by=[],
+        average_by="params.seed",
+    )
+    assert averaged.point_names["diag/x"] == ["params.seed=0", "params.seed=1"]

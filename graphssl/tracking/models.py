@@ -1,0 +1,158 @@
+"""Trained methods as MLflow artifacts, and loading them back by run id.
+
+Every training run logs ``model/``:
+
+- ``model/weights.pt``: the method's ``state_dict`` (``torch.save``; read back with
+  ``torch.load(weights_only=True)``, so loading never unpickles code);
+- ``model/model.yaml``: the method's config with the sizes taken from the dataset filled in
+  (``encoder.in_channels``, ``num_classes``), enough to rebuild it without the dataset;
+- ``model/config.yaml``: the run's whole resolved config.
+
+Load a trained method in one line::
+
+    method = graphssl.tracking.models.load_method("<run id>")  # tracking_uri=... for a server
+
+``mlflow.pytorch.log_model`` is not used: it pickles the whole module and its loader needs
+``torch.load(weights_only=False)``, which executes code from the artifact store.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from graphssl.tracking import mlflow_store
+
+if TYPE_CHECKING:
+    from graphssl.methods.base import SSLMethod
+    from graphssl.tracking.run import RunTracker
+    from graphssl.tracking.store import TrackingStore
+
+__all__ = [
+    "MODEL_DIR",
+    "download_weights",
+    "initial_state",
+    "load_method",
+    "load_state",
+    "log_method",
+]
+
+MODEL_DIR = "model"
+WEIGHTS = f"{MODEL_DIR}/weights.pt"
+
+
+def log_method(
+    tracker: RunTracker, method: torch.nn.Module, model_cfg: DictConfig, cfg: DictConfig
+) -> None:
+    """Log ``method``'s weights, its filled model config and the run config under ``model/``."""
+    with tempfile.TemporaryDirectory(prefix="graphssl-model-") as tmp:
+        folder = Path(tmp)
+        state = {k: v.detach().cpu() for k, v in method.state_dict().items()}
+        torch.save(state, folder / "weights.pt")
+        (folder / "model.yaml").write_text(OmegaConf.to_yaml(model_cfg))
+        (folder / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+        tracker.log_artifacts(folder, MODEL_DIR)
+
+
+def load_state(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """A ``state_dict`` file (``model/weights.pt`` or a trainer checkpoint), weights only.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: the file holds neither a state dict nor a checkpoint with one.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(
+            f"ckpt_path={str(path)!r} does not exist; expected a weights.pt logged by a run "
+            f"(model/weights.pt) or a trainer checkpoint (last.pt)"
+        )
+    state = torch.load(p, map_location="cpu", weights_only=True)
+    if isinstance(state, dict) and isinstance(state.get("model"), dict):
+        state = state["model"]  # a trainer checkpoint
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError(
+            f"ckpt_path={str(path)!r} holds no state dict; expected a weights.pt logged by a "
+            f"run or a trainer checkpoint"
+        )
+    return state
+
+
+def download_weights(client: Any, run_id: str, dest: str | os.PathLike[str]) -> Path:
+    """Download run ``run_id``'s ``model/`` folder into ``dest``; returns the folder.
+
+    Raises:
+        LookupError: the run does not exist or logged no model.
+    """
+    try:
+        client.get_run(run_id)
+    except Exception as err:
+        raise LookupError(
+            f"from_run={run_id!r}: no such run in the tracking store ({err})"
+        ) from err
+    try:
+        local = client.download_artifacts(run_id, MODEL_DIR, str(dest))
+    except Exception as err:
+        raise LookupError(
+            f"from_run={run_id!r}: the run has no {MODEL_DIR}/ artifact (runs log it unless "
+            f"logger.log_model=false)"
+        ) from err
+    folder = Path(local)
+    if not (folder / "weights.pt").is_file():
+        raise LookupError(f"from_run={run_id!r}: the run has no {WEIGHTS} artifact")
+    return folder
+
+
+def initial_state(store: TrackingStore, cfg: DictConfig) -> dict[str, torch.Tensor] | None:
+    """The weights ``ckpt_path=`` or ``from_run=`` asks a run to start from, else ``None``.
+
+    Raises:
+        ValueError: both are set.
+    """
+    ckpt, run_id = cfg.get("ckpt_path"), cfg.get("from_run")
+    if ckpt and run_id:
+        raise ValueError(
+            f"ckpt_path={ckpt!r} and from_run={run_id!r} are both set; expected at most one "
+            f"source of initial weights"
+        )
+    if ckpt:
+        return load_state(str(ckpt))
+    if run_id:
+        with tempfile.TemporaryDirectory(prefix="graphssl-from-run-") as tmp:
+            return load_state(download_weights(store.client, str(run_id), tmp) / "weights.pt")
+    return None
+
+
+def load_method(
+    run_id: str, tracking_uri: str | None = None, map_location: str = "cpu"
+) -> SSLMethod:
+    """Rebuild run ``run_id``'s trained method from its ``model/`` artifact.
+
+    Args:
+        run_id: the training run.
+        tracking_uri: the store (default: ``$MLFLOW_TRACKING_URI``, else the default
+            ``sqlite:///<outputs>/mlflow.db`` with ``$GRAPHSSL_OUTPUTS`` or ``outputs``).
+        map_location: device the weights are loaded onto.
+
+    Raises:
+        LookupError: the run does not exist or logged no model.
+    """
+    from hydra.utils import instantiate
+
+    uri = tracking_uri or mlflow_store.resolve_tracking_uri(
+        None, Path(os.environ.get("GRAPHSSL_OUTPUTS", "outputs")).absolute()
+    )
+    client = mlflow_store.client(uri)
+    with tempfile.TemporaryDirectory(prefix="graphssl-load-") as tmp:
+        folder = download_weights(client, run_id, tmp)
+        model_cfg = OmegaConf.load(folder / "model.yaml")
+        state = torch.load(folder / "weights.pt", map_location=map_location, weights_only=True)
+    method = instantiate(model_cfg)
+    method.load_state_dict(state)
+    method.eval()
+    return method  # type: ignore[no-any-return]
