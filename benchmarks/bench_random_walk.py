@@ -1,6 +1,7 @@
 """Speed of the pure-PyTorch random walker and of gensim skip-gram on Cora_ML (2995 nodes).
 
-DeepWalk settings of metrics-spec §12.3: 10 walks per node of 80 nodes, d = 128, window 10.
+DeepWalk settings of the sparsification study (Tsitsulin et al. 2023, §4.2): 10 walks per node
+of 80 nodes, d = 128, window 10.
 Run: ``python benchmarks/bench_random_walk.py`` (reads ``$GRAPHSSL_DATA_DIR`` or ``shared/data``;
 the CitationFull folder is copied to a temporary directory because PyG writes ``processed/``).
 """

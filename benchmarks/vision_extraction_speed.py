@@ -5,7 +5,7 @@ batches, fixed order) with the same randomly initialised timm backbone in eval m
 ``torch.no_grad()``; the bare loop only runs ``encoder(x)`` and concatenates the outputs, so the
 difference is what ``extract_embeddings`` adds (setup, device moves, mode bookkeeping, label
 checks). Runs alternate between the two and the median of ``--repeats`` is reported, in images
-per second. Target (issue 5): overhead <= 5 %.
+per second. Target: overhead <= 5 %.
 
 Usage::
 

@@ -2,7 +2,7 @@
 
 Real data comes from ``$GRAPHSSL_DATA_DIR`` or ``../shared/data`` beside the repository; tests
 that need it skip with a clear reason when neither exists. A fresh SQLite MLflow store costs
-7–9 s of schema migration (design.md §6), so one is migrated per session and copied per test.
+7–9 s of schema migration, so one is migrated per session and copied per test.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 https://arxiv.org/abs/2305.16562) sparsifies a graph to a target number of undirected edges per
 node ``t`` (``d̄ = |E| / |V|``, edges per node, *not* ``2|E| / |V|``) and checks whether an
 embedding diagnostic tracks the downstream accuracy of DeepWalk embeddings across the ``t`` grid.
-Two corruptions are defined (see ``docs/metrics-spec.md`` §12.3):
+Two corruptions are defined (Tsitsulin et al. 2023, §4.2):
 
 * :class:`NaiveSparsify` keeps a uniform random subset of ``round(n·t)`` undirected edges; the
   graph falls apart into many components as ``t`` decreases.

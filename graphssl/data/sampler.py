@@ -2,7 +2,7 @@
 
 PyG's :class:`~torch_geometric.loader.NeighborLoader` (GraphSAGE-style sampling, Hamilton et al.,
 NeurIPS 2017, https://arxiv.org/abs/1706.02216) delegates the sampling step to pyg-lib or
-torch-sparse and raises ``ImportError`` when neither is installed (design.md §3, §6).
+torch-sparse and raises ``ImportError`` when neither is installed.
 :class:`TorchNeighborSampler` replaces only that step, the homogeneous ``_sample``, with a
 vectorised pure-PyTorch version, so the real loader keeps its ``n_id``/``batch_size``/``e_id``
 semantics. :func:`make_neighbor_loader` picks PyG's compiled sampler when one is importable and

@@ -4,7 +4,7 @@ Three paths (the public API of ``shared/seeds/002``): graph-level (one row per g
 ``eval_dataloader()``), node full-batch (one forward over ``datamodule.data``) and node mini-batch
 (``NeighborLoader``, rows reassembled through ``batch.n_id``). With all neighbours over as many
 hops as the encoder has layers, mini-batch rows equal full-batch rows; for GCN this needs the
-full-graph normalisation, which ``prepare(data)`` supplies as edge weights (design.md §6).
+full-graph normalisation, which ``prepare(data)`` supplies as edge weights.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""How many rows does a diagnostic need? Subsampling stability (S0 §4.1.2, Table 1).
+"""How many rows does a diagnostic need? Subsampling stability (§4.1.2, Table 1 of the paper).
 
 Tsitsulin, Munkhoeva & Perozzi (2023, https://arxiv.org/abs/2305.16562) measure every
 diagnostic on random row subsets ``X_b`` (without replacement) of a large embedding matrix
-``X`` and report the approximation ratio ``q = metric(X_b) / metric(X)``
-(``docs/metrics-spec.md`` §12.2). Here, per diagnostic and batch size ``b``:
+``X`` and report the approximation ratio ``q = metric(X_b) / metric(X)``. Here, per diagnostic
+and batch size ``b``:
 
 * ``q`` for ``repeats`` seeded subsets of every source matrix; ``q̄`` is their mean per source;
 * a factor ``f`` (0.5/0.7/0.9/0.95) is *reached* at the smallest ``b`` from which on (for every
@@ -37,10 +37,10 @@ __all__ = [
     "stability_study",
 ]
 
-#: ``2^7 … 2^16`` as in S0's Table 1.
+#: ``2^7 … 2^16`` as in the paper's Table 1.
 DEFAULT_BATCH_SIZES: tuple[int, ...] = tuple(2**k for k in range(7, 17))
 DEFAULT_FACTORS: tuple[float, ...] = (0.5, 0.7, 0.9, 0.95)
-#: Row labels in S0's order; SelfCluster and the centred RankMe are extra rows.
+#: Row labels in the paper's order; SelfCluster and the centred RankMe are extra rows.
 METRIC_LABELS: dict[str, str] = {
     "alpha_req": "α-ReQ",
     "nesum": "NESum",
@@ -139,7 +139,7 @@ def stability_study(
         repeats: subsets per (source, ``b``), drawn with a generator seeded from ``seed``.
         seed: seed of the subsets.
         metrics: keys of :func:`embedding_diagnostics` (default: :data:`METRIC_LABELS`).
-        reference: the S0 authors' reference formulas (metrics-spec §9).
+        reference: the reference formulas of the metrics' original authors.
         factors: the table's factors.
 
     Returns:
@@ -201,7 +201,7 @@ def _bounded_mark(frac: float) -> str:
 
 
 def markdown_table(result: StabilityResult) -> str:
-    """S0's Table 1 layout: metric | Bounded | smallest ``b`` per factor (``—``: never)."""
+    """The paper's Table 1 layout: metric | Bounded | smallest ``b`` per factor (``—``: never)."""
     header = ["metric", "Bounded", *(f"{f:g}" for f in result.factors)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in result.table_rows():

@@ -1,6 +1,6 @@
 """Graph augmentations for contrastive and bootstrapped methods.
 
-Each augmentation is a named, picklable callable ``Data -> Data`` (style.md rule 8) drawing its
+Each augmentation is a named, picklable callable ``Data -> Data`` drawing its
 randomness from torch's global generator (of the input's device), which the pipeline seeds once
 per run: the same seed gives the same views. Every augmentation keeps the node count and order,
 so node-level losses can compare row ``i`` of two views. The ``conf/augment`` group holds one YAML

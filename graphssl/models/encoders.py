@@ -3,7 +3,7 @@
 Every encoder maps ``(x, edge_index, edge_weight=None)`` to node embeddings ``[N, D]`` and
 exposes ``out_channels`` and ``num_hops``. ``prepare(data)`` returns the graph an encoder wants for
 mini-batch (neighbour-sampled) inference, so sampled subgraphs give the same embeddings as the full
-graph: GCN uses the symmetric normalisation of the *full* graph as edge weights (design.md §6).
+graph: GCN uses the symmetric normalisation of the *full* graph as edge weights.
 
 On a ``NeighborLoader`` batch, passing its per-hop counts (``num_sampled_nodes_per_hop``,
 ``num_sampled_edges_per_hop``) lets layer ``i`` of an ``L``-layer encoder run only on the nodes

@@ -4,7 +4,7 @@ DeepWalk (Perozzi et al., KDD 2014, https://arxiv.org/abs/1403.6652) trains skip
 random walks; node2vec (Grover & Leskovec, KDD 2016, https://arxiv.org/abs/1607.00653) biases the
 walks with a return parameter ``p`` and an in-out parameter ``q``. PyG's ``Node2Vec`` and
 ``torch_cluster.random_walk`` need pyg-lib / torch-cluster, which graphssl does not install
-(design.md §3), so :func:`random_walks` is a vectorised pure-PyTorch walker over CSR that advances
+so :func:`random_walks` is a vectorised pure-PyTorch walker over CSR that advances
 all walkers one step at a time; second-order steps use the rejection sampling of KnightKing
 (Yang et al., SOSP 2019) that torch-cluster and pyg-lib also use. :func:`skipgram_embeddings`
 trains skip-gram with negative sampling with gensim's ``Word2Vec``, as the reference DeepWalk

@@ -1,7 +1,7 @@
 """Image encoders: any timm backbone as a ``[B, C, H, W] -> [B, D]`` feature extractor.
 
 timm (Wightman, 2019, https://github.com/huggingface/pytorch-image-models) is imported only
-here, when a vision encoder is built (style.md rule 12). graphssl never downloads weights: a
+here, when a vision encoder is built. graphssl never downloads weights: a
 pretrained backbone needs a local weights file (``checkpoint_path``).
 """
 

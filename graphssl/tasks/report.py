@@ -4,7 +4,7 @@ Reads the runs of an MLflow experiment (or the children of a sweep parent), grou
 configurable keys (default: dataset name and corruption type), and computes, per group, the
 Spearman (and Kendall) correlation across runs between every ``diag/*`` metric and a downstream
 metric (default ``probe/logreg/test_acc``; ``supervised/test_acc`` for a supervised model zoo).
-The tables are shaped like S0's:
+The tables are shaped like those of Tsitsulin et al. (2023):
 
 * Table 3: rows = metrics, columns = groups, values = ρ per group;
 * Table 4: the unweighted mean of Table 3 over the first group key (the dataset), one row per
@@ -214,8 +214,8 @@ def correlation_table(
         exclude: metric names to leave out (e.g. ``diag/selfcluster_zero_rows``).
         average_by: a key (as in ``group_by``) whose value names one data point: the runs of a
             group that share it are averaged (mean of the finite values of every metric and of
-            ``downstream``) before correlating, as S0 averages its 10 embeddings per target
-            degree. With ``metrics.data/avg_degree`` the achieved degree, every target ``t`` at
+            ``downstream``) before correlating, as Tsitsulin et al. average their 10 embeddings per
+            target degree. With ``metrics.data/avg_degree`` the achieved degree, every target ``t`` at
             or above a graph's own degree (all the original graph) is one point. Runs without the
             key are points of their own (default: ``None``, every run is a point).
 

@@ -1,4 +1,4 @@
-"""``graphssl-stability``: how many rows each diagnostic needs (S0 §4.1.2, Table 1).
+"""``graphssl-stability``: how many rows each diagnostic needs (Tsitsulin et al. 2023, Table 1).
 
 Loads one or more embedding matrices — MLflow runs' ``embeddings.pt`` artifacts, ``.pt`` files,
 or a generated matrix — runs :func:`graphssl.evaluation.stability.stability_study`, prints the
@@ -119,7 +119,7 @@ def run_stability(cfg: DictConfig) -> StabilityResult:
         )
         table = markdown_table(result)
         header = (
-            f"Stability of the diagnostics under row subsampling (S0 Table 1): "
+            f"Stability of the diagnostics under row subsampling (Tsitsulin et al. 2023, Table 1): "
             f"{len(sources)} source(s), b in {result.batch_sizes}, {st.repeats} repeats; "
             f"cell = smallest b from which min(q̄, 1/q̄) >= factor; Bounded = share of "
             f"q <= 1."

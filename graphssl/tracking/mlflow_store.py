@@ -1,6 +1,6 @@
 """The MLflow store: where it is, creating it once, and writing runs through one client.
 
-Only :mod:`graphssl.tracking` imports MLflow (design.md §2). The default store is
+Only :mod:`graphssl.tracking` imports MLflow. The default store is
 ``sqlite:///<absolute outputs dir>/mlflow.db`` with artifacts in ``<outputs dir>/mlartifacts``;
 ``MLFLOW_TRACKING_URI`` overrides it. Telemetry stays off unless the user turns it on.
 """
@@ -56,10 +56,10 @@ def default_artifact_location(tracking_uri: str, outputs_dir: str | os.PathLike[
 def client(tracking_uri: str) -> MlflowClient:
     """An ``MlflowClient`` on ``tracking_uri``.
 
-    For a local SQLite store, checks its folder is writable and creates/migrates the schema
-    under a file lock, so several processes starting at once on a fresh store do not race
-    (design.md §6). For a server, a dead address fails in seconds instead of retrying for
-    minutes (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``/``_TIMEOUT`` are only defaulted, not forced).
+     For a local SQLite store, checks its folder is writable and creates/migrates the schema
+     under a file lock, so several processes starting at once on a fresh store do not race
+    . For a server, a dead address fails in seconds instead of retrying for
+     minutes (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``/``_TIMEOUT`` are only defaulted, not forced).
     """
     configure_telemetry(os.environ.get("GRAPHSSL_MLFLOW_TELEMETRY", "") == "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -238,7 +238,7 @@ def ensure_experiment(
     """Return the id of experiment ``name``, creating it (and the store) if needed.
 
     Creating a fresh SQLite store migrates its schema (7–9 s); concurrent first uses race, so a
-    failed creation is retried after a short wait (design.md §6).
+    failed creation is retried after a short wait.
     """
     last: Exception | None = None
     for attempt in range(retries):

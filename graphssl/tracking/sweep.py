@@ -1,7 +1,7 @@
 """Hydra callback that makes a multirun one MLflow parent run with one child run per job.
 
 The launching process creates the store, the experiment and the parent run before any job
-starts (several jobs migrating a fresh SQLite store at once crash, design.md §6), then writes
+starts (several jobs migrating a fresh SQLite store at once crash), then writes
 the parent's id into the sweep folder where every job — in this process or another — reads it.
 """
 

@@ -5,7 +5,7 @@ Starts ``mlflow server`` on ``<outputs>/mlflow.db`` (or, without ``--outputs``, 
 ``<outputs>/mlartifacts``, waits until its ``/health`` endpoint answers, prints the URL and stops
 the whole server when interrupted.
 
-Two measured pitfalls shape this module (design.md §6): the server takes ~14 s to become healthy
+Two measured pitfalls shape this module: the server takes ~14 s to become healthy
 with ``--workers 1`` and ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false`` (37 s with defaults), and it
 spawns helper processes that a plain ``kill`` of the parent leaves orphaned. The server therefore
 runs in its own process group (``start_new_session=True``) and is stopped by signalling the group.

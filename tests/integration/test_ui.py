@@ -1,6 +1,6 @@
 """``graphssl-ui``: the MLflow server on the project's store, reachable over HTTP, stopped whole.
 
-The server spawns helper processes that a plain kill leaves orphaned (design.md §6), so the test
+The server spawns helper processes that a plain kill leaves orphaned, so the test
 checks that after Ctrl-C (SIGINT) no live process of the server's process group remains.
 """
 

@@ -143,7 +143,7 @@ class DiagnosticsMonitor:
         subset: rows measured, drawn once from ``seed``; ``None`` all rows (default: ``2048``).
         seed: seed of the subset (default: ``0``).
         thresholds: collapse thresholds (default: :class:`CollapseThresholds`).
-        reference: the S0 authors' reference formulas (default: ``False``).
+        reference: the reference formulas of the metrics' original authors (default: ``False``).
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Tests of the graph sparsification corruptions (metrics-spec §12.3), real and generated data."""
+"""The graph sparsification corruptions (Tsitsulin et al. 2023, §4.2), real and generated data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Subsampling stability study (S0 §4.1.2, Table 1) on generated embeddings."""
+"""Subsampling stability study (Tsitsulin et al. 2023, §4.1.2, Table 1) on generated embeddings."""
 
 from __future__ import annotations
 
