@@ -214,10 +214,10 @@ def correlation_table(
         exclude: metric names to leave out (e.g. ``diag/selfcluster_zero_rows``).
         average_by: a key (as in ``group_by``) whose value names one data point: the runs of a
             group that share it are averaged (mean of the finite values of every metric and of
-            ``downstream``) before correlating, as Tsitsulin et al. average their 10 embeddings per
-            target degree. With ``metrics.data/avg_degree`` the achieved degree, every target ``t`` at
-            or above a graph's own degree (all the original graph) is one point. Runs without the
-            key are points of their own (default: ``None``, every run is a point).
+            ``downstream``) before correlating, as Tsitsulin et al. average their 10 embeddings
+            per target degree. With ``metrics.data/avg_degree`` the achieved degree, every target
+            ``t`` at or above a graph's own degree (all the original graph) is one point. Runs
+            without the key are points of their own (default: ``None``, every run is a point).
 
     Returns:
         a :class:`Report`; runs without a finite ``downstream`` value are left out.
