@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -63,6 +65,8 @@ _SUMMARY_KEYS = (
     "time/train_seconds",
     "time/probe_seconds",
     "time/total_seconds",
+    "time/batches_per_second",
+    "mem/peak_rss_gb",
 )
 _PROBE_KEYS = (
     "val_acc",
@@ -230,7 +234,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
             trainer.resume_from(resume_state)
         t0 = time.perf_counter()
         fit = trainer.fit(method, dm)
-        timings = {"time/train_seconds": time.perf_counter() - t0}
+        timings = {"time/train_seconds": time.perf_counter() - t0, **fit.throughput()}
 
         ev = resolved.eval
         z, y = configured_extraction(resolved, method, dm)
@@ -256,12 +260,28 @@ def train(cfg: DictConfig) -> dict[str, float]:
         metrics["time/total_seconds"] = time.perf_counter() - t_start
         tracker.log_metrics(metrics)
 
+        t0 = time.perf_counter()
         if ev.figures:
             log_figures(tracker, z, y, int(resolved.seed))
         if resolved.logger.get("log_embeddings", True):
             log_embeddings(tracker, z, y)
+        # what ran after the metrics above, and the process's peak resident memory at the end
+        final = {"time/figures_seconds": time.perf_counter() - t0, "mem/peak_rss_gb": _peak_rss()}
+        tracker.log_metrics(final)
+        metrics.update(final)
         print(summary_table(metrics, f"{run_name(resolved)}  (MLflow run {tracker.run_id})"))
     return metrics
+
+
+def _peak_rss() -> float:
+    """Peak resident memory of this process in GiB (``ru_maxrss``; ``nan`` where the
+    ``resource`` module does not exist, e.g. on Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return math.nan
+    scale = 2**30 if sys.platform == "darwin" else 2**20  # bytes on macOS, KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
 
 
 def log_figures(tracker: RunTracker, z: torch.Tensor, y: torch.Tensor | None, seed: int) -> None:
