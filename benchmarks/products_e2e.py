@@ -413,7 +413,8 @@ def report(args: argparse.Namespace, res: dict[str, dict[str, float]]) -> None:
     rows: list[tuple[str, str]] = []
     g, b = res.get("graphssl"), res.get("bare")
     if g is not None:
-        rows.append(("graphssl load + setup", f"{g.get('load_seconds', math.nan):.1f} s"))
+        if "load_seconds" in g:
+            rows.append(("graphssl load + setup", f"{g['load_seconds']:.1f} s"))
         if "loader_seconds" in g:
             rows.append(("graphssl loader build (once per run)", f"{g['loader_seconds']:.1f} s"))
         rows.append(
