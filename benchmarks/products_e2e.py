@@ -64,6 +64,7 @@ def overrides(args: argparse.Namespace) -> list[str]:
         f"encoder.hidden_channels={args.hidden}",
         "dataset=synthetic_large",
         f"dataset.num_nodes={args.num_nodes}",
+        f"dataset.avg_degree={args.avg_degree}",
         f"dataset.cache_dir={args.cache_dir}",
         "trainer.mini_batch=true",
         "trainer.epochs=1",
@@ -313,6 +314,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--method", choices=METHODS, default="dgi")
     parser.add_argument("--num-nodes", type=int, default=PRODUCTS)
+    parser.add_argument(
+        "--avg-degree",
+        type=float,
+        default=25.26,
+        help="directed edges per node (ogbn-products 25.26, ogbn-arxiv 13.67)",
+    )
     parser.add_argument("--max-batches", type=int, default=None)
     parser.add_argument(
         "--extract-batches",
@@ -361,6 +368,7 @@ def main() -> None:
     here = [sys.executable, str(Path(__file__).resolve())]
     passed = [
         *("--method", args.method, "--num-nodes", str(args.num_nodes)),
+        *("--avg-degree", str(args.avg_degree)),
         *("--fanout", args.fanout, "--batch-size", str(args.batch_size)),
         *("--hidden", str(args.hidden), "--threads", str(args.threads)),
         *("--seed", str(args.seed), "--cache-dir", str(args.cache_dir)),
