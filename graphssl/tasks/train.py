@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -76,6 +77,8 @@ _SUMMARY_KEYS = (
     "time/train_seconds",
     "time/probe_seconds",
     "time/total_seconds",
+    "time/batches_per_second",
+    "mem/peak_rss_gb",
 )
 _PROBE_KEYS = (
     "val_acc",
@@ -280,7 +283,7 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
         sigterm.trainer = trainer
         t0 = time.perf_counter()
         fit = trainer.fit(method, dm)
-        timings = {"time/train_seconds": time.perf_counter() - t0}
+        timings = {"time/train_seconds": time.perf_counter() - t0, **fit.throughput()}
 
         ev = resolved.eval
         z, y = configured_extraction(resolved, method, dm)
@@ -316,6 +319,7 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
         sink.drain(store_wait_s)
         sink.close()
 
+        t0 = time.perf_counter()
         if ev.figures:
             title = f"{type(method).__name__} on {dm.name} · {tracker.run_name or tracker.run_id}"
             sink.call(
@@ -325,10 +329,25 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
             )
         if resolved.logger.get("log_embeddings", True):
             sink.call("log the embeddings", lambda: log_embeddings(tracker, z, y), store_wait_s)
+        # what ran after the metrics above, and the process's peak resident memory at the end
+        final = {"time/figures_seconds": time.perf_counter() - t0, "mem/peak_rss_gb": _peak_rss()}
+        sink.call("log the final timings", lambda: tracker.log_metrics(final), store_wait_s)
+        metrics.update(final)
         table = summary_table(metrics, f"{run_name(resolved)}  (MLflow run {tracker.run_id})")
         print(table)
         log_to_files(f"summary\n{table}")  # the job log too, without printing it twice
     return metrics
+
+
+def _peak_rss() -> float:
+    """Peak resident memory of this process in GiB (``ru_maxrss``; ``nan`` where the
+    ``resource`` module does not exist, e.g. on Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return math.nan
+    scale = 2**30 if sys.platform == "darwin" else 2**20  # bytes on macOS, KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
 
 
 def log_figures(

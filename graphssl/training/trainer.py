@@ -45,10 +45,27 @@ class FitResult:
     best_epoch: int = -1
     best_loss: float = math.inf
     stopped_early: bool = False
+    #: optimisation steps this fit ran, seconds spent waiting on the batch iterator (sampling
+    #: and collation in mini-batch mode) and seconds spent in the batch loop in all
+    num_batches: int = 0
+    sample_seconds: float = 0.0
+    loop_seconds: float = 0.0
 
     @property
     def losses(self) -> list[float]:
         return [e.metrics["loss"] for e in self.epochs]
+
+    def throughput(self) -> dict[str, float]:
+        """``time/batches_per_second`` (steps over the batch loop's wall time),
+        ``time/sample_seconds`` (in the batch iterator) and ``time/compute_seconds`` (the rest:
+        forward, backward, optimizer); empty when no batch ran."""
+        if self.num_batches == 0:
+            return {}
+        return {
+            "time/batches_per_second": self.num_batches / max(self.loop_seconds, 1e-9),
+            "time/sample_seconds": self.sample_seconds,
+            "time/compute_seconds": self.loop_seconds - self.sample_seconds,
+        }
 
 
 def move_to_device(batch: Any, device: torch.device) -> Any:
@@ -385,7 +402,20 @@ class Trainer:
                 method.train()
                 sums: dict[str, float] = {}
                 n_batches = 0
-                for batch in self._batches(datamodule, method, epoch):
+                # a per-batch bar under the epoch bar, shown once an epoch has run a few seconds
+                batches = tqdm(
+                    self._batches(datamodule, method, epoch),
+                    total=self.steps_per_epoch(datamodule),
+                    desc=f"epoch {epoch}",
+                    disable=not (self.progress and self.mini_batch),
+                    unit="batch",
+                    leave=False,
+                    delay=3.0,
+                    dynamic_ncols=True,
+                )
+                t_fetch = time.perf_counter()
+                for batch in batches:
+                    result.sample_seconds += time.perf_counter() - t_fetch
                     if self.limit_batches is not None and n_batches >= self.limit_batches:
                         break
                     batch = move_to_device(batch, self.device)
@@ -408,6 +438,10 @@ class Trainer:
                     for k, v in out.items():
                         sums[k] = sums.get(k, 0.0) + float(v.detach())
                     n_batches += 1
+                    t_fetch = time.perf_counter()
+                batches.close()
+                result.num_batches += n_batches
+                result.loop_seconds += time.perf_counter() - t0
                 metrics = {k: v / max(n_batches, 1) for k, v in sums.items()}
                 res = EpochResult(epoch=epoch, metrics=metrics, seconds=time.perf_counter() - t0)
                 result.epochs.append(res)
