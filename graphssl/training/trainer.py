@@ -79,6 +79,20 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
+#: neighbours sampled per hop when ``trainer.num_neighbors`` is not set
+DEFAULT_NEIGHBORS_PER_HOP = 10
+
+
+def default_fanout(method: SSLMethod) -> list[int]:
+    """``[10] * depth``: one hop per message-passing layer of the method's first encoder that
+    declares ``num_hops`` (two hops when none does)."""
+    for encoder in method.encoders().values():
+        hops = getattr(encoder, "num_hops", None)
+        if isinstance(hops, int) and hops > 0:
+            return [DEFAULT_NEIGHBORS_PER_HOP] * hops
+    return [DEFAULT_NEIGHBORS_PER_HOP] * 2
+
+
 class Callback:
     """Hooks the trainer calls; subclasses override what they need."""
 
@@ -125,7 +139,8 @@ class Trainer:
             the best weights; ``None`` disables early stopping (default: ``None``).
         mini_batch: train on ``NeighborLoader`` mini-batches instead of the full graph
             (default: ``False``).
-        num_neighbors: fanout per hop for mini-batch training (default: ``[10, 10]``).
+        num_neighbors: fanout per hop for mini-batch training; ``None`` samples 10 neighbours
+            per message-passing layer of the method's encoder (default: ``None``).
         batch_size: seed nodes per mini-batch (default: ``1024``).
         grad_clip: clip the gradient norm to this value; ``None`` disables (default: ``None``).
         progress: show a progress bar; ``None`` shows it only on a terminal (default: ``None``).
@@ -151,7 +166,7 @@ class Trainer:
         device: str = "cpu",
         patience: int | None = None,
         mini_batch: bool = False,
-        num_neighbors: Sequence[int] = (10, 10),
+        num_neighbors: Sequence[int] | None = None,
         batch_size: int = 1024,
         grad_clip: float | None = None,
         progress: bool | None = None,
@@ -189,7 +204,7 @@ class Trainer:
         self.device = torch.device(device)
         self.patience = patience
         self.mini_batch = mini_batch
-        self.num_neighbors = list(num_neighbors)
+        self.num_neighbors = None if num_neighbors is None else list(num_neighbors)
         self.batch_size = batch_size
         self.grad_clip = grad_clip
         self.progress = sys.stderr.isatty() if progress is None else progress
@@ -298,7 +313,8 @@ class Trainer:
         # each epoch's shuffling and sampling are seeded from (seed, epoch), so resuming at an
         # epoch gives the batches an uninterrupted run has there.
         if self._train_loader is None or self._train_loader[0] is not datamodule:
-            loader = datamodule.neighbor_loader(self.num_neighbors, self.batch_size, shuffle=True)
+            fanout = self.num_neighbors or default_fanout(method)
+            loader = datamodule.neighbor_loader(fanout, self.batch_size, shuffle=True)
             self._train_loader = (datamodule, loader)
         loader = self._train_loader[1]
         if hasattr(loader, "graphssl_seed"):
