@@ -18,11 +18,13 @@ from omegaconf import DictConfig, OmegaConf
 
 __all__ = ["ConfigError", "install_config_file_checks", "validate_train_config"]
 
+INT64_MIN = -(2**63)
 #: largest value of an integer key (inclusive bounds); any other integer must fit in int64
 INT_BOUNDS: dict[str, tuple[int, int]] = {
     "seed": (0, 2**32 - 1),
     "num_threads": (1, 4096),
-    "trainer.epochs": (0, 10**7),
+    # the lower bound is the Trainer's (a negative count fails the run with its own message)
+    "trainer.epochs": (INT64_MIN, 10**7),
     "trainer.batch_size": (1, 2**31 - 1),
     "trainer.patience": (1, 10**7),
     "trainer.checkpoint_every": (1, 10**7),
@@ -59,7 +61,8 @@ def _check_integers(container: Mapping[Any, Any]) -> None:
             continue  # types are checked where the value is used (e.g. the Trainer)
         lo, hi = INT_BOUNDS.get(key, INT64)
         if not lo <= value <= hi:
-            raise ConfigError(f"{key}={value} is out of range; expected an integer in [{lo}, {hi}]")
+            expected = f"at most {hi}" if lo == INT64_MIN else f"in [{lo}, {hi}]"
+            raise ConfigError(f"{key}={value} is out of range; expected an integer {expected}")
 
 
 def _check_probes(probes: Any) -> None:

@@ -36,7 +36,7 @@ def assert_refused(res, outputs: Path, *needles: str) -> None:
         ("+eval.probes.knn.kk=3", ["eval.probes.knn._target_", "kk"]),
         (
             "trainer.epochs=100000000000000000000",
-            ["trainer.epochs=100000000000000000000 is out of range", "[0, 10000000]"],
+            ["trainer.epochs=100000000000000000000 is out of range", "at most 10000000"],
         ),
         ("seed=-1", ["seed=-1 is out of range"]),
     ],
