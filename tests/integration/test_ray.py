@@ -147,7 +147,8 @@ def test_ray_sweep_survives_a_killed_worker(
         assert "probe/logreg/val_acc" in runs[epochs].data.metrics
     killed = runs["100000"]
     assert killed.info.run_id == victim.info.run_id
-    assert killed.info.status == "FAILED", killed.data.tags
+    # SIGTERM ends a run KILLED (graphssl's handler); a worker that dies otherwise ends FAILED
+    assert killed.info.status in ("KILLED", "FAILED"), killed.data.tags
     assert parent.info.status == "FAILED"
     assert parent.data.tags["children_finished"] == "3"
     assert parent.data.tags["children_failed"] == "1"
