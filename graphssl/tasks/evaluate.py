@@ -28,6 +28,7 @@ from graphssl.tasks.components import build_datamodule, build_probes, resolve_co
 from graphssl.tasks.train import summary_table
 from graphssl.tracking import artifacts
 from graphssl.tracking.artifacts import RunRecord
+from graphssl.tracking.conventions import split_config_values
 from graphssl.tracking.embeddings import Embeddings, fetch_embeddings
 from graphssl.tracking.mlflow_store import flatten
 from graphssl.tracking.store import TrackingStore
@@ -192,6 +193,8 @@ def _log(
 ) -> str:
     """Log into the run itself or a new child run; returns the run id logged into."""
     eval_yaml = OmegaConf.to_yaml(cfg.eval)
+    # a probe's choices (weight decay, k, converged) are tags, as in the train task
+    measured, config_values = split_config_values(metrics)
     figures = bool(cfg.eval.get("figures", False))
     if cfg.get("as_child", False):
         tags = {artifacts.ROLE_TAG: ROLE, "graphssl.evaluate.of": run.run_id}
@@ -204,7 +207,8 @@ def _log(
         ) as tracker:
             eval_params = flatten({"eval": OmegaConf.to_container(cfg.eval, resolve=True)})  # type: ignore[dict-item]
             tracker.log_params(eval_params)
-            tracker.log_metrics(metrics)
+            tracker.log_metrics(measured)
+            tracker.set_tags(config_values)
             tracker.log_text(eval_yaml, "evaluate/eval.yaml")
             if figures:
                 from graphssl.tasks.train import log_figures
@@ -213,9 +217,11 @@ def _log(
                     tracker, emb.embeddings, emb.labels, seed, cfg.eval, title=tracker.run_name
                 )
             return tracker.run_id
-    artifacts.log_metrics_to(store, run.run_id, metrics)
+    artifacts.log_metrics_to(store, run.run_id, measured)
     artifacts.set_tags_on(
-        store, run.run_id, {"graphssl.evaluated": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        store,
+        run.run_id,
+        {**config_values, "graphssl.evaluated": time.strftime("%Y-%m-%dT%H:%M:%S")},
     )
     artifacts.log_text_to(store, run.run_id, eval_yaml, "evaluate/eval.yaml")
     if figures:

@@ -104,7 +104,7 @@ def test_a_child_run_by_filter(store: Path) -> None:
     assert run.data.tags["mlflow.parentRunId"] == run_id
     assert run.data.tags["graphssl.role"] == "evaluate"
     assert run.data.params["eval.probes.logreg.weight_decay"] == "[1.0]"
-    assert run.data.metrics["probe/logreg/weight_decay"] == 1.0
+    assert run.data.tags["probe/logreg/weight_decay"] == "1.0"  # a probe's choice: a tag
     # the child is not selected again as a run to evaluate
     (only,) = _evaluate(store, "filter=\"params.`dataset.name` = 'SBM'\"", "log=false")
     assert only.run_id == run_id and only.logged_to is None
