@@ -92,7 +92,7 @@ def _non_interactive(module: ModuleType) -> Iterator[None]:
     saved = module.decide_download
     module.decide_download = lambda url: True  # type: ignore[attr-defined]
     module.input = lambda *args: "n"  # type: ignore[attr-defined]
-    safe = [DataEdgeAttr, DataTensorAttr, GlobalStorage, NodeStorage, EdgeStorage]
+    safe = [Data, DataEdgeAttr, DataTensorAttr, GlobalStorage, NodeStorage, EdgeStorage]
     try:
         with torch.serialization.safe_globals(safe):
             yield

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FAST, all_runs, assert_one_paragraph, last_journal_step, store_client
-from conftest import wait_for_run as _wait
+from runkit import FAST, all_runs, assert_one_paragraph, last_journal_step, store_client
+from runkit import wait_for_run as _wait
 
 from graphssl.tracking.ui import MlflowServer
 from graphssl.training.checkpoint import load_checkpoint

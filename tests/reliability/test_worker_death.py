@@ -8,7 +8,7 @@ import signal
 import subprocess
 
 import pytest
-from conftest import FAST, all_runs, store_client, wait_for_run
+from runkit import FAST, all_runs, store_client, wait_for_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

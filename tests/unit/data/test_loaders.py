@@ -53,7 +53,9 @@ def test_coauthor_physics_random_split_is_seeded(data_dir, tmp_path) -> None:
     other = CoauthorDataModule("Physics", data_dir=data_dir, cache_dir=tmp_path / "c", seed=4)
     assert torch.equal(same.splits()[0].train, split.train)
     assert not torch.equal(other.splits()[0].train, split.train)
-    assert (tmp_path / "c/Coauthor/Physics/processed").is_dir()  # processed in the copy
+    # processed in the cache's copy keyed by the raw files' digest, never in the data folder
+    assert list((tmp_path / "c").glob("Coauthor-*/Coauthor/Physics/processed"))
+    assert not (data_dir / "Coauthor/Physics/processed").exists()
 
 
 def test_coauthor_rejects_unknown_name() -> None:

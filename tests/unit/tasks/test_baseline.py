@@ -82,8 +82,8 @@ def test_baseline_keys_rng_and_determinism(tmp_path: Path) -> None:
     assert math.isfinite(out["diag_baseline/rankme"]) and "diag_baseline/mean_cosine" in out
     assert out["time/baseline_seconds"] >= 0
     again = untrained_baseline(cfg, dm, method, trained)
-    same = {k: v for k, v in out.items() if not k.startswith("time/")}
-    assert same == {k: v for k, v in again.items() if not k.startswith("time/")}
+    same = {k: v for k, v in out.items() if not k.startswith(("time/", "mem/"))}
+    assert same == {k: v for k, v in again.items() if not k.startswith(("time/", "mem/"))}
 
     off = resolve_config(_cfg(tmp_path, "eval.baseline=false"))
     assert untrained_baseline(off, dm, method, trained) == {}
@@ -104,7 +104,7 @@ def test_trained_metrics_are_the_same_with_the_baseline_on_or_off(
         return {
             k: v
             for k, v in m.items()
-            if not k.startswith(("time/", "diag_baseline/"))
+            if not k.startswith(("time/", "mem/", "diag_baseline/"))
             and "/baseline_" not in k
             and not k.endswith("/gain")
         }
