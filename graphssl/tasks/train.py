@@ -290,9 +290,21 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
         timings["time/extract_seconds"] = time.perf_counter() - t0 - timings["time/train_seconds"]
         metrics: dict[str, float] = dict(getattr(dm, "graph_stats", dict)())  # data/avg_degree
         if not tracker.resumed:
-            tracker.log_dataset(dm.name, OmegaConf.to_container(resolved.dataset), metrics)
+            dataset_cfg = masker.tree(OmegaConf.to_container(resolved.dataset), "dataset")
+            sink.call(
+                "log the dataset",
+                lambda: tracker.log_dataset(dm.name, dataset_cfg, metrics),
+                store_wait_s,
+            )
         if resolved.logger.get("log_model", True):
-            log_method(tracker, method, method_config(resolved, dm), resolved)
+            # the run config inside model/ is masked like config.yaml
+            masked = OmegaConf.create(masker.tree(OmegaConf.to_container(resolved)))
+            model_cfg = method_config(resolved, dm)
+            sink.call(
+                "log the model",
+                lambda: log_method(tracker, method, model_cfg, masked),
+                store_wait_s,
+            )
         if fit.epochs:
             metrics["train/final_loss"] = fit.epochs[-1].metrics["loss"]
             metrics["train/epochs"] = float(len(fit.epochs))

@@ -44,7 +44,7 @@ def measured(r) -> dict[str, float]:
     return {
         k: v
         for k, v in r.data.metrics.items()
-        if not k.startswith("time/") and not k.endswith("_seconds")
+        if not k.startswith(("time/", "mem/")) and not k.endswith("_seconds")
     }
 
 
