@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -200,7 +201,17 @@ class RunTracker:
             profile=json.dumps({k.split("/")[-1]: float(v) for k, v in profile.items()}),
         )
         tags = [InputTag(key="mlflow.data.context", value=context)]
-        self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset=dataset, tags=tags)])
+        inputs = [DatasetInput(dataset=dataset, tags=tags)]
+        for attempt in range(3):
+            try:
+                self.client.log_inputs(self.run_id, datasets=inputs)
+                break
+            except Exception as err:
+                # Two jobs of a sweep logging the same dataset at once race on the store's
+                # unique (experiment, name, digest) key; the loser finds the row on retry.
+                if attempt == 2 or not _is_duplicate_key(err):
+                    raise
+                time.sleep(0.2 * (attempt + 1))
         return digest
 
 
@@ -249,3 +260,11 @@ class MLflowMetricsCallback(Callback):
 def _brief(err: BaseException) -> str:
     text = " ".join(str(err).split())
     return f"{type(err).__name__}: {text[:200]}"
+
+
+def _is_duplicate_key(err: BaseException) -> bool:
+    """``True`` when a store refused an insert because a concurrent writer made the row."""
+    text = str(err)
+    return (
+        "UniqueViolation" in text or "UNIQUE constraint failed" in text or ("duplicate key" in text)
+    )

@@ -54,3 +54,44 @@ def test_run_status_follows_the_block(outputs_dir: Path) -> None:
     assert bad_run.info.status == "FAILED"
     assert bad_run.data.tags["error"] == "RuntimeError: boom"
     assert "error.txt" in {a.path for a in client.list_artifacts(bad.run_id)}
+
+
+def test_dataset_logged_by_two_jobs_at_once_is_linked_on_retry(
+    outputs_dir: Path, monkeypatch
+) -> None:
+    """A concurrent job inserting the same dataset first makes the store refuse the insert
+    (a unique-key violation); the run still gets its dataset input."""
+    uri = f"sqlite:///{outputs_dir / 'mlflow.db'}"
+    with RunTracker(uri, "unit") as run:
+        real = run.client.log_inputs
+        calls: list[int] = []
+
+        def racing(run_id, datasets=None, **kw):
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError(
+                    "BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key value "
+                    'violates unique constraint "dataset_pk"'
+                )
+            return real(run_id, datasets=datasets, **kw)
+
+        monkeypatch.setattr(run.client, "log_inputs", racing)
+        digest = run.log_dataset("SBM", {"n": 1}, {"data/num_nodes": 10.0})
+        inputs = run.client.get_run(run.run_id).inputs.dataset_inputs
+    assert len(calls) == 2
+    assert [d.dataset.digest for d in inputs] == [digest]
+
+
+def test_dataset_logging_does_not_retry_other_errors(outputs_dir: Path, monkeypatch) -> None:
+    uri = f"sqlite:///{outputs_dir / 'mlflow.db'}"
+    with RunTracker(uri, "unit") as run:
+        calls: list[int] = []
+
+        def broken(run_id, datasets=None, **kw):
+            calls.append(1)
+            raise RuntimeError("BAD_REQUEST: schema too long")
+
+        monkeypatch.setattr(run.client, "log_inputs", broken)
+        with pytest.raises(RuntimeError, match="schema too long"):
+            run.log_dataset("SBM", {"n": 1}, {"data/num_nodes": 10.0})
+    assert calls == [1]
