@@ -56,11 +56,27 @@ def test_trimmed_seed_rows_equal_untrimmed(cls: type, num_layers: int, fanouts: 
             torch.testing.assert_close(seeds, full, atol=1e-5, rtol=0)
 
 
-def test_gcn_trimmed_output_is_the_seeds_alone() -> None:
-    encoder = GCNEncoder(5, 8, num_layers=2)
+@pytest.mark.parametrize("cls", [GCNEncoder, SAGEEncoder, GATEncoder, GINEncoder])
+def test_trimmed_output_is_the_seeds_alone(cls: type) -> None:
+    encoder = cls(5, 8, num_layers=2)
     batch = next(iter(make_neighbor_loader(_graph(), [3, 3], batch_size=30)))
     out = encoder(batch.x, batch.edge_index, None, batch.num_sampled_nodes, batch.num_sampled_edges)
     assert out.shape == (30, 8)  # the last layer computes the seed rows only
+
+
+@pytest.mark.parametrize("cls", [SAGEEncoder, GATEncoder, GINEncoder])
+def test_first_layer_skips_the_last_hop(cls: type) -> None:
+    """Layer 0 of a 2-layer encoder writes the seeds and hop 1 only; hop-2 nodes are read."""
+    encoder = cls(5, 8, num_layers=2)
+    batch = next(iter(make_neighbor_loader(_graph(), [3, 3], batch_size=30)))
+    rows: list[tuple[int, int]] = []
+    for conv in encoder.gnn.convs:
+        conv.register_forward_hook(
+            lambda m, args, out: rows.append((args[0][0].size(0), out.size(0)))
+        )
+    encoder(batch.x, batch.edge_index, None, batch.num_sampled_nodes, batch.num_sampled_edges)
+    n0, n1, n2 = batch.num_sampled_nodes
+    assert rows == [(n0 + n1 + n2, n0 + n1), (n0 + n1, n0)]
 
 
 def test_trim_hops_checks_the_counts() -> None:
