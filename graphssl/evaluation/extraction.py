@@ -1,17 +1,25 @@
 """Embedding extraction: the one way evaluation gets ``[N, D]`` tensors out of a trained model.
 
-Three paths (the public API of ``shared/seeds/002``): graph-level (one row per graph over
-``eval_dataloader()``), node full-batch (one forward over ``datamodule.data``) and node mini-batch
-(``NeighborLoader``, rows reassembled through ``batch.n_id``). With all neighbours over as many
-hops as the encoder has layers, mini-batch rows equal full-batch rows; for GCN this needs the
-full-graph normalisation, which ``prepare(data)`` supplies as edge weights.
+Four paths: graph-level (one row per graph over ``eval_dataloader()``), node full-batch (one
+forward over ``datamodule.data``), node mini-batch (``NeighborLoader``, rows reassembled through
+``batch.n_id``) and node layer-wise (:func:`~graphssl.models.encode.encode_layerwise`: one layer
+at a time over all nodes, in chunks of target nodes). With all neighbours over as many hops as
+the encoder has layers, mini-batch rows equal full-batch rows; for GCN this needs the full-graph
+normalisation, which ``prepare(data)`` supplies as edge weights. Layer-wise rows equal full-batch
+rows too, reading each edge once per layer instead of once per sampled ``L``-hop neighbourhood.
+
+:func:`plan_extraction` chooses the node path: ``mode="auto"`` runs full-batch while its
+estimated memory fits the budget, and layer-wise above it (mini-batch when the encoder has no
+layer-wise step); the plan and its reason are logged.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import sys
 from collections.abc import Callable, Sized
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import torch
@@ -19,21 +27,35 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 from tqdm import tqdm
 
-from graphssl.models.encode import encode
+from graphssl.models.encode import DEFAULT_CHUNK_BYTES, encode, encode_layerwise, layerwise_reason
 
 if TYPE_CHECKING:
     from graphssl.data.base import DataModule
 
 __all__ = [
     "DEFAULT_NUM_NEIGHBORS",
+    "EXTRACTION_MODES",
+    "LAYERWISE_CHUNK_FRACTION",
     "MINI_BATCH_SIZE",
     "EncoderSource",
+    "ExtractionMode",
+    "ExtractionPlan",
     "encoder_depth",
     "extract_embeddings",
     "extraction_fanouts",
+    "plan_extraction",
 ]
 
+log = logging.getLogger(__name__)
+
 EncoderSource = Literal["auto", "teacher", "student", "online", "target", "encoder"]
+#: how node embeddings are extracted (graph-level datasets always go graph by graph)
+ExtractionMode = Literal["auto", "full", "mini_batch", "layerwise"]
+EXTRACTION_MODES: tuple[str, ...] = ("auto", "full", "mini_batch", "layerwise")
+
+#: share of the memory budget one chunk of layer-wise extraction may take (the two ``n x d``
+#: layer tensors and the graph take the rest)
+LAYERWISE_CHUNK_FRACTION: float = 1 / 16
 
 #: Seeds per ``NeighborLoader`` batch in mini-batch extraction.
 MINI_BATCH_SIZE: int = 1024
@@ -46,6 +68,168 @@ DEFAULT_NUM_NEIGHBORS: tuple[int, ...] = (-1, -1)
 _Extract = Callable[[Data], Tensor]
 
 
+@dataclass(frozen=True)
+class ExtractionPlan:
+    """How :func:`extract_embeddings` extracts, as :func:`plan_extraction` chose it.
+
+    Attributes:
+        mode: ``"graph"`` (graph-level dataset), ``"full"``, ``"mini_batch"`` or
+            ``"layerwise"``.
+        reason: why, in words (logged with the mode).
+        fallback: ``True`` when the mode asked for (layer-wise) was not possible.
+        encoder: the encoder that runs on its own (layer-wise, and the graph
+            ``prepare(data)`` of mini-batch sampling), ``None`` when ``model.forward`` runs.
+        chunk_bytes: memory budget of one layer-wise chunk.
+        chunk_nodes: target nodes per layer-wise chunk, ``None``: from ``chunk_bytes``.
+    """
+
+    mode: Literal["graph", "full", "mini_batch", "layerwise"]
+    reason: str
+    fallback: bool = False
+    encoder: nn.Module | None = None
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    chunk_nodes: int | None = None
+
+
+def plan_extraction(
+    model: nn.Module,
+    datamodule: DataModule,
+    encoder_source: EncoderSource = "auto",
+    mode: ExtractionMode = "auto",
+    mini_batch: bool = False,
+    memory_budget_gb: float | None = None,
+    chunk_size: int | None = None,
+) -> ExtractionPlan:
+    """Choose how node embeddings of ``model`` on ``datamodule`` are extracted.
+
+    - ``"full"`` / ``"mini_batch"``: as asked.
+    - ``"layerwise"``: layer by layer over all nodes when the encoder allows it
+      (:func:`~graphssl.models.encode.layerwise_reason`); otherwise, with the reason logged as
+      a warning, full-batch when its estimated memory fits ``memory_budget_gb`` (or no budget
+      is given), else mini-batch with all neighbours.
+    - ``"auto"``: full-batch when no budget is given or its estimate
+      (:meth:`~graphssl.models.encoders.GNNEncoder.full_batch_inference_bytes`) fits the budget;
+      above it layer-wise, or mini-batch when the encoder has no layer-wise step.
+
+    The encoder that runs on its own is the one ``encoder_source`` names, or for ``"auto"`` the
+    one the model's ``forward`` embeds with (its ``forward_encoder`` key of ``encoders()``);
+    a model without one extracts through ``forward`` (full-batch or mini-batch).
+
+    Args:
+        model: the model (an ``SSLMethod`` or compatible module).
+        datamodule: its ``DataModule`` (set up here when it has ``setup``).
+        encoder_source: as for :func:`extract_embeddings` (default: ``"auto"``).
+        mode: one of :data:`EXTRACTION_MODES` (default: ``"auto"``).
+        mini_batch: the older spelling of ``mode="mini_batch"``: ``True`` with ``mode="auto"``
+            means mini-batch (default: ``False``).
+        memory_budget_gb: the memory extraction may use, in GiB; ``None``: no budget, ``auto``
+            is full-batch (default: ``None``). Layer-wise chunks take
+            :data:`LAYERWISE_CHUNK_FRACTION` of it.
+        chunk_size: target nodes per layer-wise chunk; ``None``: from the budget
+            (default: ``None``).
+
+    Raises:
+        ValueError: for an unknown ``mode``, ``mini_batch=True`` with a mode other than
+            ``"auto"``/``"mini_batch"``, a budget or chunk size that is not positive, or an
+            ``encoder_source`` the model does not name.
+    """
+    if mode not in EXTRACTION_MODES:
+        raise ValueError(
+            f"Could not resolve extraction mode {mode!r} among choices {list(EXTRACTION_MODES)}"
+        )
+    if mini_batch and mode not in ("auto", "mini_batch"):
+        raise ValueError(
+            f"mini_batch=True asks for mini-batch extraction but mode={mode!r}; set one of "
+            f"them (mode='mini_batch', or mini_batch=False)"
+        )
+    if memory_budget_gb is not None and not memory_budget_gb > 0:
+        raise ValueError(f"memory_budget_gb must be > 0 or None, got {memory_budget_gb!r}")
+    if chunk_size is not None and (isinstance(chunk_size, bool) or chunk_size < 1):
+        raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
+    requested: str = "mini_batch" if mini_batch else mode
+    setup = getattr(datamodule, "setup", None)
+    if callable(setup):
+        setup()
+    if bool(datamodule.is_graph_level):
+        return ExtractionPlan("graph", "graph-level dataset: one row per graph")
+
+    encoder, why_not = _standalone_encoder(model, encoder_source)
+    if encoder is not None:
+        why_not = layerwise_reason(encoder)
+    budget = None if memory_budget_gb is None else int(float(memory_budget_gb) * 2**30)
+    chunk_bytes = (
+        DEFAULT_CHUNK_BYTES if budget is None else max(1, int(budget * LAYERWISE_CHUNK_FRACTION))
+    )
+
+    def plan(
+        mode: Literal["full", "mini_batch", "layerwise"], reason: str, fallback: bool = False
+    ) -> ExtractionPlan:
+        return ExtractionPlan(mode, reason, fallback, encoder, chunk_bytes, chunk_size)
+
+    if requested == "full":
+        return plan("full", "mode='full'")
+    if requested == "mini_batch":
+        return plan("mini_batch", "mode='mini_batch'")
+    estimate = _full_batch_estimate(encoder, datamodule)
+    fits = budget is None or estimate is None or estimate <= budget
+    need = "" if estimate is None else f"about {estimate / 2**30:.1f} GiB"
+    if requested == "layerwise":
+        if why_not is None:
+            return plan("layerwise", "mode='layerwise'")
+        not_possible = f"layer-wise extraction is not possible ({why_not})"
+        if fits:
+            return plan("full", f"{not_possible}; full-batch instead", fallback=True)
+        return plan(
+            "mini_batch", f"{not_possible}; mini-batch with all neighbours instead", fallback=True
+        )
+    # auto
+    if budget is None:
+        return plan("full", "no memory budget given: full-batch")
+    if estimate is None:
+        return plan("full", "the full-batch memory of this encoder is not known: full-batch")
+    over = (
+        f"full-batch would need {need}, above the memory budget of "
+        f"{float(memory_budget_gb or 0):g} GiB"
+    )
+    if fits:
+        return plan("full", f"full-batch needs {need}, within the memory budget")
+    if why_not is None:
+        return plan("layerwise", over)
+    return plan(
+        "mini_batch",
+        f"{over}, and layer-wise extraction is not possible ({why_not}): mini-batch with all "
+        f"neighbours",
+    )
+
+
+def _standalone_encoder(
+    model: nn.Module, encoder_source: str
+) -> tuple[nn.Module | None, str | None]:
+    """The encoder extraction may run on its own: the one ``encoder_source`` names, or for
+    ``"auto"`` the model's ``forward_encoder``; ``(None, why)`` when there is none."""
+    if encoder_source != "auto":
+        return _select_encoder(model, encoder_source), None
+    name = getattr(model, "forward_encoder", None)
+    if not isinstance(name, str):
+        return None, (
+            f"{type(model).__name__}.forward() does not name the encoder it embeds with "
+            f"(forward_encoder)"
+        )
+    return _select_encoder(model, name), None
+
+
+def _full_batch_estimate(encoder: nn.Module | None, datamodule: DataModule) -> int | None:
+    """Estimated peak bytes of a full-batch forward of ``encoder`` on ``datamodule.data``."""
+    estimate = getattr(encoder, "full_batch_inference_bytes", None)
+    if encoder is None or not callable(estimate):
+        return None
+    data = datamodule.data
+    x = getattr(data, "x", None)
+    if not isinstance(x, Tensor) or x.dim() != 2:
+        return None
+    return int(estimate(int(data.num_nodes), int(data.num_edges), int(x.size(1))))
+
+
 def extract_embeddings(
     model: nn.Module,
     datamodule: DataModule,
@@ -53,10 +237,13 @@ def extract_embeddings(
     device: str = "cpu",
     mini_batch: bool = False,
     num_neighbors: list[int] | None = None,
+    mode: ExtractionMode = "auto",
+    memory_budget_gb: float | None = None,
+    chunk_size: int | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Extract embeddings from a model using a DataModule.
 
-    Three extraction paths:
+    Four extraction paths (chosen by :func:`plan_extraction`, logged with its reason):
 
     - **Graph-level** (``datamodule.is_graph_level=True``): iterates ``eval_dataloader()``, one
       embedding per graph.
@@ -66,7 +253,15 @@ def extract_embeddings(
       reassembly via ``batch.n_id``, :data:`MINI_BATCH_SIZE` seeds per batch. Use this for graphs
       too large for a single forward pass. The graph sampled from is ``enc.prepare(data)`` for an
       explicit encoder that has ``prepare`` (``model.prepare(data)`` for ``"auto"`` when the
-      model defines it), so GCN's full-graph normalisation follows the sampled edges.
+      model defines it, else the ``prepare`` of the encoder its ``forward`` embeds with), so
+      GCN's full-graph normalisation follows the sampled edges.
+    - **Node layer-wise** (``mode="layerwise"``, or ``"auto"`` above the memory budget):
+      :func:`~graphssl.models.encode.encode_layerwise`, one layer at a time over all nodes in
+      chunks of target nodes; the same rows as full-batch (to float rounding) at the cost of one
+      full-batch forward and ``O(n·d)`` memory. It runs the encoder on its own: the one
+      ``encoder_source`` names, or for ``"auto"`` the model's ``forward_encoder``. Encoders
+      without a layer-wise step fall back to full-batch (or mini-batch above the budget), with
+      the reason logged.
 
     When ``encoder_source="auto"`` (default), calls ``model.forward()`` directly. This respects
     each model's own evaluation convention (e.g. teacher encoder for GraphDINO, online encoder
@@ -91,7 +286,14 @@ def extract_embeddings(
         num_neighbors: Neighbours per hop for ``NeighborLoader``, one entry per message-passing
             layer of the encoder. ``None`` means all neighbours over as many hops as the encoder
             has layers (``[-1] * num_layers``; ``[-1, -1]`` when the depth cannot be read).
-            Used only when ``mini_batch=True`` (default: ``None``).
+            Used only for mini-batch extraction (default: ``None``).
+        mode: ``"auto"``, ``"full"``, ``"mini_batch"`` or ``"layerwise"`` for node-level
+            datasets (:func:`plan_extraction`); ``mini_batch=True`` is ``"mini_batch"``
+            (default: ``"auto"``: full-batch unless it exceeds ``memory_budget_gb``).
+        memory_budget_gb: memory extraction may use, in GiB; ``None``: no budget
+            (default: ``None``).
+        chunk_size: target nodes per layer-wise chunk; ``None``: from the budget
+            (default: ``None``).
 
     Returns:
         ``(embeddings, labels)``: embeddings ``[N, D]`` (nodes) or ``[G, D]`` (graphs), float32
@@ -100,8 +302,8 @@ def extract_embeddings(
 
     Raises:
         ValueError: for an ``encoder_source`` the model does not name, labels whose row
-            count differs from the embeddings', or a ``num_neighbors`` whose length is not the
-            encoder's depth.
+            count differs from the embeddings', a ``num_neighbors`` whose length is not the
+            encoder's depth, or an unknown or contradictory ``mode``.
     """
     if not isinstance(encoder_source, str):
         raise TypeError(
@@ -109,13 +311,16 @@ def extract_embeddings(
             f"{type(encoder_source).__name__} {encoder_source!r}"
         )
     _device = torch.device(device)
-    setup = getattr(datamodule, "setup", None)
-    if callable(setup):
-        setup()
+    plan = plan_extraction(
+        model, datamodule, encoder_source, mode, mini_batch, memory_budget_gb, chunk_size
+    )
+    (log.warning if plan.fallback else log.info)(
+        "embedding extraction: %s (%s)", plan.mode, plan.reason
+    )
 
     use_model_forward = encoder_source == "auto"
     encoder = None if use_model_forward else _select_encoder(model, encoder_source)
-    graph_level = bool(datamodule.is_graph_level)
+    graph_level = plan.mode == "graph"
 
     def _extract(batch: Data) -> Tensor:
         if encoder is None:
@@ -125,6 +330,8 @@ def extract_embeddings(
 
     # The selected encoder may live outside the model's module tree: move and freeze it too.
     modules = [model] if encoder is None else [model, encoder]
+    if plan.encoder is not None and all(plan.encoder is not m for m in modules):
+        modules.append(plan.encoder)
     was_training = [m.training for m in modules]
     for m in modules:
         m.to(_device)
@@ -133,16 +340,18 @@ def extract_embeddings(
         with torch.no_grad():
             if graph_level:
                 embeddings = _extract_graph_level(datamodule, _extract, _device)
-            elif mini_batch:
+            elif plan.mode == "mini_batch":
                 source: object = model if encoder is None else encoder
                 embeddings = _extract_node_mini_batch(
-                    datamodule, _extract, _device, num_neighbors, source
+                    datamodule, _extract, _device, num_neighbors, source, plan.encoder
                 )
+            elif plan.mode == "layerwise" and plan.encoder is not None:
+                embeddings = _extract_node_layerwise(datamodule, plan, _device)
             else:
                 embeddings = _extract_node_full_batch(datamodule, _extract, _device)
     finally:
-        for m, mode in zip(modules, was_training, strict=True):
-            m.train(mode)
+        for m, was in zip(modules, was_training, strict=True):
+            m.train(was)
 
     labels = datamodule.labels
     if labels is not None:
@@ -274,9 +483,14 @@ def _extract_node_mini_batch(
     device: torch.device,
     num_neighbors: list[int] | None,
     source: object,
+    encoder: nn.Module | None = None,
 ) -> Tensor:
     data = datamodule.data
+    # the graph to sample from: the model's own prepare, else that of the encoder it embeds
+    # with (GCN: the full graph's normalisation, so sampled rows equal full-batch rows)
     prepare = getattr(source, "prepare", None)
+    if not callable(prepare):
+        prepare = getattr(encoder, "prepare", None)
     prepared = prepare(data) if callable(prepare) else data
     fanouts = extraction_fanouts(num_neighbors, source)
     loader = datamodule.neighbor_loader(fanouts, batch_size=MINI_BATCH_SIZE, data=prepared)
@@ -306,3 +520,18 @@ def _extract_node_mini_batch(
             f"neighbor_loader() must yield every node once as a seed"
         )
     return out
+
+
+def _extract_node_layerwise(
+    datamodule: DataModule, plan: ExtractionPlan, device: torch.device
+) -> Tensor:
+    if plan.encoder is None:  # plan_extraction plans layer-wise with an encoder only
+        raise RuntimeError("layer-wise extraction was planned without an encoder")
+    out = encode_layerwise(
+        plan.encoder,
+        _to_device(datamodule.data, device),
+        chunk_bytes=plan.chunk_bytes,
+        chunk_nodes=plan.chunk_nodes,
+        progress=not _progress_disabled(),
+    )
+    return _as_output(out)

@@ -83,6 +83,10 @@ class SSLMethod(nn.Module):
     #: (``eval.baseline``); ``False`` for the supervised reference and for embedding tables
     #: that only training fills (DeepWalk, node2vec).
     has_untrained_baseline: bool = True
+    #: the key of :meth:`encoders` whose node embeddings :meth:`forward` returns unchanged
+    #: (``encode(self.encoders()[key], batch)``), so extraction may run that encoder on its
+    #: own, e.g. layer by layer on a large graph; ``None`` when ``forward`` computes more.
+    forward_encoder: str | None = None
 
     def __init__(
         self,

@@ -75,6 +75,8 @@ class BGRL(SSLMethod):
         widths = linear_widths(self.predictor)
         return sum(widths) + widths[0]  # the BatchNorm of the hidden layer
 
+    forward_encoder = "online"  # forward() is encode(self.online, batch)
+
     def encoders(self) -> dict[str, nn.Module]:
         return {"online": self.online, "target": self.target, "encoder": self.online}
 

@@ -73,6 +73,8 @@ class CCASSG(SSLMethod):
     def head_width(self) -> int:
         return int(self.encoder.out_channels)  # type: ignore[arg-type]  # the standardized copy
 
+    forward_encoder = "encoder"  # forward() is encode(self.encoder, batch)
+
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
 

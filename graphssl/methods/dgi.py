@@ -53,6 +53,8 @@ class DGI(SSLMethod):
     #: the graph and its corruption
     encoder_passes = 2
 
+    forward_encoder = "encoder"  # forward() is encode(self.encoder, batch)
+
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
 

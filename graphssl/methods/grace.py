@@ -61,6 +61,8 @@ class GRACE(SSLMethod):
     #: element of the embeddings' dtype (measured: about 7.5 for n of 3000 to 6000)
     SIMILARITY_MATRICES = 8
 
+    forward_encoder = "encoder"  # forward() is encode(self.encoder, batch)
+
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
 

@@ -90,6 +90,8 @@ class GraphDINO(SSLMethod):
         prototypes = int(self.center.size(1))  # type: ignore[operator]
         return sum(linear_widths(self.student_head)) + 2 * prototypes
 
+    forward_encoder = "teacher"  # forward() is encode(self.teacher, batch)
+
     def encoders(self) -> dict[str, nn.Module]:
         return {"teacher": self.teacher, "student": self.student}
 

@@ -120,6 +120,8 @@ class GraphMAE(SSLMethod):
             raise ValueError(f"feat_drop must be in [0, 1), got {feat_drop}")
         self.feat_drop = feat_drop
 
+    forward_encoder = "encoder"  # forward() is encode(self.encoder, batch)
+
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
 

@@ -1,14 +1,20 @@
-"""The one way to run an encoder on a batch: graphs, mini-batches of graphs, or images."""
+"""The one way to run an encoder on a batch: graphs, mini-batches of graphs, or images; and
+layer-wise inference of a node encoder over a whole graph (:func:`encode_layerwise`)."""
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 from torch_geometric.nn import global_add_pool, global_mean_pool
+from tqdm import tqdm
 
-from graphssl.models.encoders import seed_embeddings
+from graphssl.models.encoders import GNNEncoder, seed_embeddings
 
-__all__ = ["encode"]
+__all__ = ["DEFAULT_CHUNK_BYTES", "encode", "encode_layerwise", "layerwise_reason"]
+
+#: memory one chunk of layer-wise inference may take when no budget is given (256 MiB)
+DEFAULT_CHUNK_BYTES: int = 256 * 2**20
 
 
 def encode(
@@ -51,3 +57,107 @@ def encode(
     if pool == "mean":
         return global_mean_pool(h, index)
     raise ValueError(f"pool must be 'mean' or 'sum', got {pool!r}")
+
+
+def layerwise_reason(encoder: nn.Module) -> str | None:
+    """Why ``encoder`` cannot run layer by layer (:func:`encode_layerwise`), ``None`` when it
+    can: it is not a :class:`~graphssl.models.encoders.GNNEncoder`, or one of its layers has no
+    layer-wise step or normalises over the whole graph
+    (:meth:`~graphssl.models.encoders.GNNEncoder.layerwise_reason`)."""
+    if not isinstance(encoder, GNNEncoder):
+        return f"{type(encoder).__name__} is not a graphssl GNNEncoder (it has no per-layer step)"
+    return encoder.layerwise_reason()
+
+
+def encode_layerwise(
+    encoder: nn.Module,
+    data: Data,
+    *,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    chunk_nodes: int | None = None,
+    progress: bool = False,
+) -> Tensor:
+    """Node embeddings of ``encoder`` on the whole graph ``data``, one layer at a time.
+
+    For each layer, the encoder's per-node inputs are computed once over all nodes
+    (:meth:`~graphssl.models.encoders.GNNEncoder.inference_source`), then the layer's output
+    rows are computed for consecutive chunks of target nodes from their full in-neighbourhoods
+    (:meth:`~graphssl.models.encoders.GNNEncoder.inference_rows`) and written into one
+    ``[n, d]`` tensor, the next layer's input. Each edge is read once per layer; memory is
+    ``O(n·d)`` for the two layer tensors plus one chunk, whose target rows and in-edges are
+    bounded so that it needs at most about ``chunk_bytes``
+    (:meth:`~graphssl.models.encoders.GNNEncoder.inference_floats`); a node with more
+    in-edges than that bound allows is a chunk of its own. The rows equal ``encoder(x,
+    edge_index, edge_weight)`` on the whole graph up to float rounding (PyG's
+    ``BasicGNN.inference`` computes the same, with a one-hop ``NeighborLoader``).
+
+    Runs under ``torch.no_grad()``; the encoder must be in eval mode (dropout off, batch norm on
+    its running statistics), as it is for extraction.
+
+    Args:
+        encoder: a :class:`~graphssl.models.encoders.GNNEncoder` whose
+            :meth:`~graphssl.models.encoders.GNNEncoder.layerwise_reason` is ``None``.
+        data: the whole graph (``x``, ``edge_index``, optional ``edge_weight``), on the
+            encoder's device.
+        chunk_bytes: memory budget of one chunk (default: :data:`DEFAULT_CHUNK_BYTES`).
+        chunk_nodes: target nodes per chunk; ``None``: as many as ``chunk_bytes`` allows
+            (default: ``None``).
+        progress: show a tqdm bar over the chunks of all layers (default: ``False``).
+
+    Returns:
+        ``[n, out_channels]`` embeddings, on the device of ``data``.
+
+    Raises:
+        ValueError: for an encoder that cannot run layer by layer (the reason named), one in
+            training mode, a graph without node features, or a chunk size below 1.
+    """
+    reason = layerwise_reason(encoder)
+    if reason is not None or not isinstance(encoder, GNNEncoder):
+        raise ValueError(
+            f"{type(encoder).__name__} cannot run layer by layer: {reason}; use full-batch or "
+            f"mini-batch extraction instead"
+        )
+    if encoder.training:
+        raise ValueError(
+            f"layer-wise inference needs {type(encoder).__name__} in eval mode (dropout off, "
+            f"batch norm on its running statistics); call .eval() first"
+        )
+    x = getattr(data, "x", None)
+    if not isinstance(x, Tensor):
+        raise ValueError("layer-wise inference needs node features data.x, got none")
+    if chunk_bytes < 1 or (chunk_nodes is not None and chunk_nodes < 1):
+        raise ValueError(
+            f"chunk_bytes and chunk_nodes must be >= 1 (chunk_nodes may be None), got "
+            f"{chunk_bytes} and {chunk_nodes}"
+        )
+    with torch.no_grad():
+        graph = encoder.inference_graph(data)
+        row_floats, edge_floats = encoder.inference_floats(int(x.size(1)))
+        max_nodes = chunk_nodes or max(1, chunk_bytes // (4 * max(row_floats, 1)))
+        max_edges = None if edge_floats <= 0 else max(1, chunk_bytes // (4 * edge_floats))
+        chunks = graph.chunks(max_nodes, max_edges)
+        layers = encoder.num_inference_layers
+        bar = tqdm(
+            total=layers * len(chunks),
+            desc="extract (layer-wise)",
+            unit="chunk",
+            leave=False,
+            disable=not progress,
+        )
+        try:
+            for layer in range(layers):
+                source = encoder.inference_source(layer, x)
+                out: Tensor | None = None
+                for start, end in chunks:
+                    rows = encoder.inference_rows(layer, source, graph, start, end)
+                    if out is None:
+                        out = rows.new_empty((graph.num_nodes, *rows.shape[1:]))
+                    out[start:end] = rows
+                    bar.update(1)
+                del source
+                if out is None:  # a graph without nodes
+                    out = encoder(x, data.edge_index)
+                x = out
+        finally:
+            bar.close()
+    return x

@@ -11,6 +11,13 @@ within ``L - i - 1`` hops of the seeds, reading the rows within ``L - i`` hops (
 step per layer, as PyG's ``trim_to_layer`` but without computing the last hop): the seed rows
 are unchanged, the other rows are not computed (:func:`seed_embeddings` returns the seed rows
 of a batch).
+
+For layer-wise full-graph inference (:func:`~graphssl.models.encode.encode_layerwise`) every
+encoder exposes its per-layer step: :meth:`GNNEncoder.inference_graph` (the graph, once),
+:meth:`GNNEncoder.inference_source` (a layer's per-node inputs, once per layer) and
+:meth:`GNNEncoder.inference_rows` (a chunk of the layer's output rows, with the activation,
+normalisation and dropout that follow the layer in ``forward``); :meth:`GNNEncoder.layerwise_reason`
+names what prevents it (a graph-wide normalisation, jumping knowledge).
 """
 
 from __future__ import annotations
@@ -21,10 +28,13 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
+from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
 from torch_geometric.nn import models as pyg_models
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.resolver import activation_resolver, normalization_resolver
-from torch_geometric.utils import to_torch_csr_tensor
+from torch_geometric.utils import add_self_loops, remove_self_loops, to_torch_csr_tensor
+
+from graphssl.models.layerwise import InferenceGraph, rowwise_reason
 
 
 class GNNEncoder(nn.Module):
@@ -115,6 +125,95 @@ class GNNEncoder(nn.Module):
     def prepare(self, data: Data) -> Data:
         """The graph to sample from for mini-batch inference (default: ``data`` itself)."""
         return data
+
+    # ------------------------------------------------------------------ layer-wise inference
+    # Layer-wise inference runs the encoder one layer at a time over all nodes, in chunks of
+    # target rows (graphssl.models.encode.encode_layerwise): per layer, inference_source() once
+    # over all nodes, then inference_rows() per chunk. The rows equal those of forward() on the
+    # whole graph: each step is the same PyG convolution, and the activation, normalisation and
+    # dropout between layers are applied as BasicGNN.forward applies them.
+
+    #: the convolution types whose layer-wise step this encoder implements
+    _layerwise_convs: tuple[type[nn.Module], ...] = ()
+
+    @property
+    def num_inference_layers(self) -> int:
+        """Steps of layer-wise inference: one per message-passing layer."""
+        return len(self.gnn.convs)
+
+    def layerwise_reason(self) -> str | None:
+        """Why this encoder cannot run layer by layer over chunks of nodes, ``None`` when it
+        can: a layer type without a layer-wise step, jumping knowledge, or a normalisation over
+        the whole graph (:func:`~graphssl.models.layerwise.rowwise_reason`)."""
+        gnn = self.gnn
+        if getattr(gnn, "jk_mode", None) is not None or hasattr(gnn, "lin"):
+            return f"{type(gnn).__name__} combines its layers (jumping knowledge)"
+        for i, conv in enumerate(gnn.convs):
+            reason = self._conv_reason(conv)
+            if reason is not None:
+                return f"layer {i} ({type(conv).__name__}): {reason}"
+        for module in (gnn.norms, gnn.act, self._output_modules()):
+            if isinstance(module, nn.Module) and (reason := rowwise_reason(module)) is not None:
+                return reason
+        return None
+
+    def _conv_reason(self, conv: nn.Module) -> str | None:
+        if type(conv) not in self._layerwise_convs:
+            return f"no layer-wise step for {type(conv).__name__} in {type(self).__name__}"
+        return rowwise_reason(conv)
+
+    def _output_modules(self) -> nn.Module:
+        """What follows the last layer (the output activation)."""
+        return self.out_act
+
+    def _output(self, h: Tensor) -> Tensor:
+        return self.out_act(h)  # type: ignore[no-any-return]
+
+    def inference_graph(self, data: Data) -> InferenceGraph:
+        """The graph layer-wise inference aggregates over: ``data``'s edges grouped by target.
+        Edge weights are not read, as :meth:`forward` does not read them."""
+        return InferenceGraph.from_edge_index(data.edge_index, int(data.num_nodes))
+
+    def inference_floats(self, in_channels: int) -> tuple[int, int]:
+        """Floats one chunk holds per target row and per in-edge at its peak (for chunk sizes
+        from a memory budget), for node features of width ``in_channels``."""
+        return in_channels + 4 * self._max_width(in_channels), 1
+
+    def _max_width(self, in_channels: int) -> int:
+        gnn = self.gnn
+        return max(in_channels, int(gnn.hidden_channels), int(self.out_channels))
+
+    def full_batch_inference_bytes(self, num_nodes: int, num_edges: int, in_channels: int) -> int:
+        """Rough peak bytes of :meth:`forward` on a whole graph of ``num_nodes`` nodes and
+        ``num_edges`` edges under ``torch.no_grad()``, beyond the graph itself: a few ``n x
+        width`` tensors alive at once plus, for convolutions that gather one message per edge
+        (GraphSAGE, GIN), the ``E x width`` messages of the widest layer input and their ids."""
+        width = self._max_width(in_channels)
+        nodes = 4 * num_nodes * (in_channels + 3 * width)
+        return nodes + num_edges * (4 * width + 16)
+
+    def inference_source(self, layer: int, x: Tensor) -> dict[str, Tensor]:
+        """What layer ``layer`` reads of every node, computed once per layer: ``x`` itself
+        (the rows of the previous layer, ``[n, d]``), and for some layers a per-node transform
+        of it (GCN's linear map, GAT's projections and attention logits)."""
+        return {"x": x}
+
+    def inference_rows(
+        self, layer: int, source: dict[str, Tensor], graph: InferenceGraph, start: int, end: int
+    ) -> Tensor:
+        """Rows ``[start, end)`` of layer ``layer``'s output, with what follows the layer in
+        :meth:`forward` (the activation, normalisation and dropout between layers, the output
+        activation after the last), from :meth:`inference_source`'s tensors of the layer."""
+        conv = self.gnn.convs[layer]
+        x = source["x"]
+        h = conv((x, x[start:end]), graph.block(start, end, x.dtype))
+        return self._after_layer(layer, h)
+
+    def _after_layer(self, layer: int, h: Tensor) -> Tensor:
+        """What :meth:`forward` applies to layer ``layer``'s rows (as ``BasicGNN.forward``)."""
+        if layer == len(self.gnn.convs) - 1:
+            return self._output(h)
+        return _between_layers(self.gnn, layer, h)
 
 
 def trim_hops(
@@ -297,6 +396,61 @@ class GCNEncoder(GNNEncoder):
         )
         return out
 
+    _layerwise_convs = (GCNConv,)
+
+    def _conv_reason(self, conv: nn.Module) -> str | None:
+        if getattr(conv, "normalize", False) or getattr(conv, "aggr", "add") != "add":
+            return "a GCNConv that normalises the graph itself or does not sum its messages"
+        return super()._conv_reason(conv)
+
+    def _output_modules(self) -> nn.Module:
+        return nn.ModuleList([self.out_norm, self.out_act])
+
+    def _output(self, h: Tensor) -> Tensor:
+        return self.out_act(self.out_norm(h))  # type: ignore[no-any-return]
+
+    def inference_graph(self, data: Data) -> InferenceGraph:
+        """The graph :meth:`forward` propagates over: ``data.edge_weight`` taken as already
+        normalised when ``data`` has it, else ``D^-1/2 (A+I) D^-1/2`` of the whole graph."""
+        n = int(data.num_nodes)
+        weight = getattr(data, "edge_weight", None)
+        if weight is not None:
+            return InferenceGraph.from_edge_index(data.edge_index, n, weight)
+        x = getattr(data, "x", None)
+        dtype = x.dtype if isinstance(x, Tensor) else torch.float
+        edge_index, weight = gcn_norm(
+            data.edge_index, None, n, improved=False, add_self_loops=True, dtype=dtype
+        )
+        return InferenceGraph.from_edge_index(edge_index, n, weight)
+
+    def full_batch_inference_bytes(self, num_nodes: int, num_edges: int, in_channels: int) -> int:
+        """Rough peak bytes of :meth:`forward` on a whole graph under ``torch.no_grad()``: a few
+        ``n x width`` tensors plus the normalised edge list (self-loops added), its weights and
+        the sparse adjacency built from it (no per-edge messages: a sparse-matrix product)."""
+        width = self._max_width(in_channels)
+        return 4 * num_nodes * (in_channels + 3 * width) + 40 * (num_edges + num_nodes)
+
+    def inference_source(self, layer: int, x: Tensor) -> dict[str, Tensor]:
+        """``x``, and ``lin(x)`` over all nodes when the layer narrows its input (then the
+        product with the adjacency runs on the narrower rows)."""
+        conv = self.gnn.convs[layer]
+        if x.size(1) > int(conv.out_channels):
+            return {"x": x, "h": conv.lin(x)}
+        return {"x": x}
+
+    def inference_rows(
+        self, layer: int, source: dict[str, Tensor], graph: InferenceGraph, start: int, end: int
+    ) -> Tensor:
+        # GCNConv: A (x W) + b; the same as (A x) W + b, computed on the narrower side
+        conv = self.gnn.convs[layer]
+        x = source["x"]
+        block = graph.block(start, end, x.dtype)
+        h = source.get("h")
+        out = torch.sparse.mm(block, h) if h is not None else conv.lin(torch.sparse.mm(block, x))
+        if conv.bias is not None:
+            out = out + conv.bias
+        return self._after_layer(layer, out)
+
 
 class SAGEEncoder(GNNEncoder):
     """GraphSAGE with mean aggregation (Hamilton et al., NeurIPS 2017,
@@ -316,6 +470,15 @@ class SAGEEncoder(GNNEncoder):
         self.gnn = pyg_models.GraphSAGE(
             in_channels, hidden_channels, num_layers, dropout=dropout, act=act, norm=norm
         )
+
+    _layerwise_convs = (SAGEConv,)
+
+    def _conv_reason(self, conv: nn.Module) -> str | None:
+        if getattr(conv, "aggr", None) not in ("mean", "sum", "add"):
+            return f"aggregation {getattr(conv, 'aggr', None)!r} (layer-wise: mean or sum)"
+        if getattr(conv, "project", False):
+            return "project=True (it would transform every source node once per chunk)"
+        return super()._conv_reason(conv)
 
 
 class GATEncoder(GNNEncoder):
@@ -372,6 +535,82 @@ class GATEncoder(GNNEncoder):
             raise ValueError(f"init must be 'pyg' or 'dgl', got {init!r}")
         self.init = init
 
+    _layerwise_convs = (GATConv,)
+
+    def layerwise_reason(self) -> str | None:
+        loops = {bool(conv.add_self_loops) for conv in self.gnn.convs}
+        if len(loops) > 1:
+            return "its layers differ in add_self_loops (one graph serves every layer)"
+        return super().layerwise_reason()
+
+    def inference_graph(self, data: Data) -> InferenceGraph:
+        """``data``'s edges with the self-loops ``GATConv`` uses: every node's existing
+        self-loops removed and one added (as each layer of :meth:`forward` does)."""
+        n = int(data.num_nodes)
+        edge_index = data.edge_index
+        if self.gnn.convs[0].add_self_loops:
+            edge_index, _ = remove_self_loops(edge_index)
+            edge_index, _ = add_self_loops(edge_index, num_nodes=n)
+        return InferenceGraph.from_edge_index(edge_index, n)
+
+    def inference_floats(self, in_channels: int) -> tuple[int, int]:
+        # per edge: its ids, attention logits and weights per head, and the weighted message
+        heads = int(self.gnn.convs[0].heads)
+        rows, _ = super().inference_floats(in_channels)
+        return rows, 2 * self._max_width(in_channels) + 4 * heads + 6
+
+    def full_batch_inference_bytes(self, num_nodes: int, num_edges: int, in_channels: int) -> int:
+        """Rough peak bytes of :meth:`forward` on a whole graph under ``torch.no_grad()``: a few
+        ``n x width`` tensors plus, per edge (self-loops added), its ids, attention per head
+        and the weighted message of the widest layer."""
+        rows, per_edge = self.inference_floats(in_channels)
+        return 4 * num_nodes * rows + 4 * (num_edges + num_nodes) * (per_edge + 2)
+
+    def inference_source(self, layer: int, x: Tensor) -> dict[str, Tensor]:
+        """``x``, the layer's projections of every node (``[n, heads, channels]``, the same
+        tensor for sources and targets when the layer has one linear map) and their attention
+        logits (``[n, heads]``), as ``GATConv.forward`` computes them."""
+        conv = self.gnn.convs[layer]
+        heads, channels = int(conv.heads), int(conv.out_channels)
+        if conv.lin is not None:
+            src = dst = conv.lin(x).view(-1, heads, channels)
+        else:
+            src = conv.lin_src(x).view(-1, heads, channels)
+            dst = conv.lin_dst(x).view(-1, heads, channels)
+        return {
+            "x": x,
+            "src": src,
+            "dst": dst,
+            "alpha_src": (src * conv.att_src).sum(dim=-1),
+            "alpha_dst": (dst * conv.att_dst).sum(dim=-1),
+        }
+
+    def inference_rows(
+        self, layer: int, source: dict[str, Tensor], graph: InferenceGraph, start: int, end: int
+    ) -> Tensor:
+        # GATConv.forward on the chunk's in-edges (self-loops already in the graph), with the
+        # projections of all nodes as sources and of the chunk as targets
+        conv = self.gnn.convs[layer]
+        src, target, _ = graph.edges(start, end)
+        edge_index = torch.stack([src, target])
+        size = (graph.num_nodes, end - start)
+        alpha = conv.edge_updater(
+            edge_index,
+            alpha=(source["alpha_src"], source["alpha_dst"][start:end]),
+            edge_attr=None,
+            size=size,
+        )
+        out = conv.propagate(
+            edge_index, x=(source["src"], source["dst"][start:end]), alpha=alpha, size=size
+        )
+        out = out.reshape(end - start, -1) if conv.concat else out.mean(dim=1)
+        res = getattr(conv, "res", None)
+        if res is not None:
+            out = out + res(source["x"][start:end])
+        if conv.bias is not None:
+            out = out + conv.bias
+        return self._after_layer(layer, out)
+
 
 def dgl_gat_init_(conv: nn.Module) -> None:
     """Re-draw a PyG ``GATConv``'s weights as DGL's ``GATConv.reset_parameters`` does:
@@ -411,6 +650,13 @@ class GINEncoder(GNNEncoder):
             in_channels, hidden_channels, num_layers, dropout=dropout, act=act, norm=norm
         )
 
+    _layerwise_convs = (GINConv,)
+
+    def _conv_reason(self, conv: nn.Module) -> str | None:
+        if getattr(conv, "aggr", None) not in ("sum", "add"):
+            return f"aggregation {getattr(conv, 'aggr', None)!r} (layer-wise: sum)"
+        return super()._conv_reason(conv)
+
 
 class MLPEncoder(GNNEncoder):
     """Graph-agnostic MLP baseline: ignores ``edge_index``."""
@@ -441,6 +687,33 @@ class MLPEncoder(GNNEncoder):
     def num_hops(self) -> int:
         """An MLP reads no neighbours: each row depends on its own features only."""
         return 0
+
+    @property
+    def num_inference_layers(self) -> int:
+        """One step: the whole MLP on each chunk of rows."""
+        return 1
+
+    def layerwise_reason(self) -> str | None:
+        return rowwise_reason(nn.ModuleList([self.gnn, self.out_act]))
+
+    def inference_graph(self, data: Data) -> InferenceGraph:
+        """No edges: an MLP reads none."""
+        empty = data.edge_index.new_empty((2, 0))
+        return InferenceGraph.from_edge_index(empty, int(data.num_nodes))
+
+    def _max_width(self, in_channels: int) -> int:
+        return max(in_channels, *(int(c) for c in self.gnn.channel_list))
+
+    def inference_floats(self, in_channels: int) -> tuple[int, int]:
+        return in_channels + 4 * self._max_width(in_channels), 0
+
+    def full_batch_inference_bytes(self, num_nodes: int, num_edges: int, in_channels: int) -> int:
+        return 4 * num_nodes * (in_channels + 3 * self._max_width(in_channels))
+
+    def inference_rows(
+        self, layer: int, source: dict[str, Tensor], graph: InferenceGraph, start: int, end: int
+    ) -> Tensor:
+        return self.out_act(self.gnn(source["x"][start:end]))  # type: ignore[no-any-return]
 
     def forward(
         self,

@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from graphssl.data.base import DataModule
-from graphssl.evaluation.extraction import extract_embeddings
+from graphssl.evaluation.extraction import ExtractionPlan, extract_embeddings, plan_extraction
 from graphssl.evaluation.runner import evaluation_settings, run_probes
 from graphssl.methods.base import SSLMethod
 
@@ -19,6 +19,7 @@ __all__ = [
     "build_method",
     "build_probes",
     "configured_extraction",
+    "configured_extraction_plan",
     "method_config",
     "probe_configs",
     "resolve_config",
@@ -146,7 +147,29 @@ def configured_extraction(
         device=str(cfg.trainer.device),
         mini_batch=bool(ex.mini_batch),
         num_neighbors=ex.num_neighbors,
+        **_extraction_mode(ex),
     )
+
+
+def configured_extraction_plan(
+    cfg: DictConfig, model: torch.nn.Module, dm: DataModule
+) -> ExtractionPlan:
+    """The :class:`~graphssl.evaluation.extraction.ExtractionPlan` that
+    :func:`configured_extraction` follows (its mode and the reason for it)."""
+    ex = cfg.eval.extraction
+    return plan_extraction(
+        model, dm, ex.encoder_source, mini_batch=bool(ex.mini_batch), **_extraction_mode(ex)
+    )
+
+
+def _extraction_mode(ex: DictConfig) -> dict[str, Any]:
+    """``mode``, ``memory_budget_gb`` and ``chunk_size`` of ``eval.extraction`` (configs
+    written before these keys existed: full-batch or mini-batch as ``mini_batch`` says)."""
+    return {
+        "mode": str(ex.get("mode", "auto")),
+        "memory_budget_gb": ex.get("memory_budget_gb"),
+        "chunk_size": ex.get("chunk_size"),
+    }
 
 
 def set_threads(num_threads: Any) -> None:

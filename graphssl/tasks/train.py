@@ -31,6 +31,7 @@ from graphssl.tasks.components import (
     build_datamodule,
     build_method,
     configured_extraction,
+    configured_extraction_plan,
     configured_probes,
     method_config,
     probe_configs,
@@ -286,6 +287,10 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
         timings = {"time/train_seconds": time.perf_counter() - t0, **fit.throughput()}
 
         ev = resolved.eval
+        # the extraction's mode (full, mini_batch, layerwise; graph for graph-level datasets)
+        # and why it was chosen, logged as tags beside time/extract_seconds
+        plan = configured_extraction_plan(resolved, method, dm)
+        extraction_tags = {"extract/mode": plan.mode, "extract/reason": plan.reason}
         z, y = configured_extraction(resolved, method, dm)
         timings["time/extract_seconds"] = time.perf_counter() - t0 - timings["time/train_seconds"]
         metrics: dict[str, float] = dict(getattr(dm, "graph_stats", dict)())  # data/avg_degree
@@ -327,7 +332,7 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
         metrics["time/total_seconds"] = time.perf_counter() - t_start
         measured, config_values = split_config_values(metrics)
         sink.log_metrics(measured, kind=FINAL)
-        sink.set_tags(config_values)
+        sink.set_tags({**config_values, **extraction_tags})
         sink.drain(store_wait_s)
         sink.close()
 

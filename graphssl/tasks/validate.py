@@ -4,6 +4,7 @@ datamodule and training, so a mistake costs seconds and never a trained run.
 Checked here: every probe of ``eval.probes`` names an importable ``_target_`` that builds an
 object with ``evaluate``; mini-batch fanouts (``trainer.num_neighbors``,
 ``eval.extraction.num_neighbors``) have one entry per message-passing layer of the encoder;
+``eval.extraction.mode`` is one of the extraction modes and agrees with ``mini_batch``;
 integers lie in a range the code can use (``trainer.epochs`` at most 10^7, any integer within
 64 bits). Config files that are not UTF-8 or not a mapping are refused while Hydra composes
 them (:func:`install_config_file_checks`).
@@ -32,6 +33,7 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "eval.diag_subset": (1, 2**31 - 1),
     "eval.select.every": (1, 10**7),
     "eval.select.patience": (1, 10**7),
+    "eval.extraction.chunk_size": (1, 2**63 - 1),
 }
 INT64 = (-(2**63), 2**63 - 1)
 #: encoders without message passing: their fanout is irrelevant
@@ -119,7 +121,8 @@ def _check_fanouts(cfg: DictConfig) -> None:
     if trainer.get("mini_batch") and trainer.get("num_neighbors") is not None:
         checks.append(("trainer.num_neighbors", trainer.get("num_neighbors")))
     extraction = (cfg.get("eval") or {}).get("extraction") or {}
-    if extraction.get("mini_batch") and extraction.get("num_neighbors") is not None:
+    sampled = extraction.get("mini_batch") or extraction.get("mode") == "mini_batch"
+    if sampled and extraction.get("num_neighbors") is not None:
         checks.append(("eval.extraction.num_neighbors", extraction.get("num_neighbors")))
     for key, fanouts in checks:
         if isinstance(fanouts, str | int) or not hasattr(fanouts, "__iter__"):
@@ -133,6 +136,32 @@ def _check_fanouts(cfg: DictConfig) -> None:
             )
 
 
+def _check_extraction_mode(cfg: DictConfig) -> None:
+    from graphssl.evaluation.extraction import EXTRACTION_MODES
+
+    extraction = (cfg.get("eval") or {}).get("extraction") or {}
+    mode = extraction.get("mode", "auto")
+    if mode not in EXTRACTION_MODES:
+        raise ConfigError(
+            f"eval.extraction.mode={mode!r} is not an extraction mode; expected one of "
+            f"{list(EXTRACTION_MODES)}"
+        )
+    if extraction.get("mini_batch") and mode not in ("auto", "mini_batch"):
+        raise ConfigError(
+            f"eval.extraction.mini_batch=true asks for mini-batch extraction but "
+            f"eval.extraction.mode={mode}; set eval.extraction.mode=mini_batch (and drop "
+            f"mini_batch=true), or mini_batch=false"
+        )
+    budget = extraction.get("memory_budget_gb")
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0
+    ):
+        raise ConfigError(
+            f"eval.extraction.memory_budget_gb={budget!r}; expected a positive number of GiB "
+            f"or null"
+        )
+
+
 def validate_train_config(cfg: DictConfig) -> None:
     """Refuse a resolved train config that cannot run, before any work.
 
@@ -144,6 +173,7 @@ def validate_train_config(cfg: DictConfig) -> None:
     assert isinstance(container, dict)
     _check_integers(container)
     _check_fanouts(cfg)
+    _check_extraction_mode(cfg)
     _check_probes((cfg.get("eval") or {}).get("probes"))
 
 

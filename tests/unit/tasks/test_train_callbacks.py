@@ -73,7 +73,15 @@ def test_the_monitor_uses_the_runs_configured_extraction(monkeypatch: pytest.Mon
     result = by_name["monitor"].monitor.measure(torch.nn.Linear(2, 2), 0)  # type: ignore[attr-defined]
     assert "rankme" in result.diagnostics
     assert seen == [
-        {"encoder_source": "encoder", "device": "cpu", "mini_batch": True, "num_neighbors": [2, 2]}
+        {
+            "encoder_source": "encoder",
+            "device": "cpu",
+            "mini_batch": True,
+            "num_neighbors": [2, 2],
+            "mode": "auto",
+            "memory_budget_gb": cfg.trainer.memory_budget_gb,
+            "chunk_size": None,
+        }
     ]
 
 
