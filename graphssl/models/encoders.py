@@ -88,22 +88,27 @@ class GNNEncoder(nn.Module):
         edge_weight: Tensor | None = None,
         num_sampled_nodes_per_hop: Sequence[int] | None = None,
         num_sampled_edges_per_hop: Sequence[int] | None = None,
+        output_hops: int = 0,
     ) -> Tensor:
         """Node embeddings; with the per-hop counts of a ``NeighborLoader`` batch only the seed
         rows (the first ``num_sampled_nodes_per_hop[0]``) are exact and later hops are skipped
-        by the layers that do not need them (the output may then have fewer rows than ``x``)."""
+        by the layers that do not need them (the output may then have fewer rows than ``x``).
+        ``output_hops=k`` keeps the rows within ``k`` hops of the seeds instead (for a layer that
+        follows the encoder, such as GraphMAE's decoder); rows beyond the seeds see their
+        neighbourhood only as far as the batch sampled it."""
         hops = trim_hops(
             self.num_hops, x, edge_index, num_sampled_nodes_per_hop, num_sampled_edges_per_hop
         )
         if hops is None:
             return self.out_act(self.gnn(x, edge_index))
-        return self.out_act(self._bipartite(x, edge_index, *hops))
+        return self.out_act(self._bipartite(x, edge_index, *hops, output_hops))
 
     def _bipartite(
-        self, x: Tensor, edge_index: Tensor, nodes: list[int], edges: list[int]
+        self, x: Tensor, edge_index: Tensor, nodes: list[int], edges: list[int], keep: int = 0
     ) -> Tensor:
         """``self.gnn``'s layers on a sampled batch, layer ``i`` of ``L`` computing only the
-        rows within ``L - i - 1`` hops of the seeds, from the rows within ``L - i`` hops.
+        rows within ``L - i - 1 + keep`` hops of the seeds, from the rows within ``L - i + keep``
+        hops (as far as the batch reaches).
 
         A batch numbers its nodes hop by hop and its edges by the hop of their target, so layer
         ``i`` is one bipartite step: sources are the first ``n_in`` rows, targets the first
@@ -114,9 +119,9 @@ class GNNEncoder(nn.Module):
         gnn = self.gnn
         num_layers = len(gnn.convs)
         for i, conv in enumerate(gnn.convs):
-            n_in = sum(nodes[: num_layers - i + 1])
-            n_out = sum(nodes[: num_layers - i])
-            ei = edge_index[:, : sum(edges[: num_layers - i])]
+            n_in = sum(nodes[: num_layers - i + 1 + keep])
+            n_out = sum(nodes[: num_layers - i + keep])
+            ei = edge_index[:, : sum(edges[: num_layers - i + keep])]
             x = conv((x[:n_in], x[:n_out]), ei, size=(n_in, n_out))
             if i < num_layers - 1:  # as BasicGNN.forward (no jumping knowledge here)
                 x = _between_layers(gnn, i, x)
@@ -347,6 +352,7 @@ class GCNEncoder(GNNEncoder):
         edge_weight: Tensor | None = None,
         num_sampled_nodes_per_hop: Sequence[int] | None = None,
         num_sampled_edges_per_hop: Sequence[int] | None = None,
+        output_hops: int = 0,
     ) -> Tensor:
         hops = trim_hops(
             self.num_hops, x, edge_index, num_sampled_nodes_per_hop, num_sampled_edges_per_hop
@@ -364,11 +370,11 @@ class GCNEncoder(GNNEncoder):
         )
         if hops is None:
             return self.out_act(self.out_norm(self.gnn(x, adj_t)))
-        return self.out_act(self.out_norm(self._trimmed(x, adj_t, hops[0])))
+        return self.out_act(self.out_norm(self._trimmed(x, adj_t, hops[0], output_hops)))
 
-    def _trimmed(self, x: Tensor, adj_t: Tensor, nodes: list[int]) -> Tensor:
-        """``self.gnn``'s layers where layer ``i`` computes only the rows within ``L - i - 1``
-        hops of the seeds, from the rows within ``L - i`` hops.
+    def _trimmed(self, x: Tensor, adj_t: Tensor, nodes: list[int], keep: int = 0) -> Tensor:
+        """``self.gnn``'s layers where layer ``i`` computes only the rows within
+        ``L - i - 1 + keep`` hops of the seeds, from the rows within ``L - i + keep`` hops.
 
         A sampled node's in-edges come from its own hop or the next one, so the first rows of
         the adjacency (targets) read only the first columns (sources): layer ``i`` multiplies
@@ -378,8 +384,8 @@ class GCNEncoder(GNNEncoder):
         num_layers = len(gnn.convs)
         crow, col, value = adj_t.crow_indices(), adj_t.col_indices(), adj_t.values()
         for i, conv in enumerate(gnn.convs):
-            n_in = sum(nodes[: num_layers - i + 1])
-            n_out = sum(nodes[: num_layers - i])
+            n_in = sum(nodes[: num_layers - i + 1 + keep])
+            n_out = sum(nodes[: num_layers - i + keep])
             nnz = int(crow[n_out])
             block = torch.sparse_csr_tensor(
                 crow[: n_out + 1], col[:nnz], value[:nnz], size=(n_out, n_in)
@@ -722,5 +728,6 @@ class MLPEncoder(GNNEncoder):
         edge_weight: Tensor | None = None,
         num_sampled_nodes_per_hop: Sequence[int] | None = None,
         num_sampled_edges_per_hop: Sequence[int] | None = None,
+        output_hops: int = 0,
     ) -> Tensor:
         return self.out_act(self.gnn(x))

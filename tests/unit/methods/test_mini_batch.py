@@ -161,3 +161,27 @@ def test_graphmae_masks_seeds_and_other_nodes_at_the_rate() -> None:
     # a single seed is still masked
     _, masked = method.mask_features(x, num_seeds=1)
     assert int((masked < 1).sum()) == 1
+
+
+@pytest.mark.parametrize("encoder", ["gcn", "sage", "gat"])
+def test_graphmae_trimmed_loss_equals_the_whole_batch(encoder: str) -> None:
+    """On a sampled batch GraphMAE's encoder computes only the rows within one hop of the seeds
+    and its GAT decoder only the seeds; the loss is the one of the untrimmed batch."""
+    cfg = sbm_config("graphmae", f"encoder={encoder}", "encoder.hidden_channels=32")
+    seed_everything(0)
+    dm = build_datamodule(cfg)
+    method = build_method(cfg, dm)
+    method.feat_drop = 0.0
+    method.decoder.dropout = 0.0
+    batch = next(iter(dm.neighbor_loader([5, 5], BATCH_SIZE, shuffle=True)))
+    whole = batch.clone()
+    del whole.num_sampled_nodes, whole.num_sampled_edges  # no counts: every row computed
+    rows: list[int] = []
+    method.decoder.register_forward_hook(lambda _m, _a, out: rows.append(out.size(0)))
+    method.train()
+    torch.manual_seed(1)
+    trimmed = method.loss(batch)["loss"]
+    torch.manual_seed(1)
+    full = method.loss(whole)["loss"]
+    assert rows == [BATCH_SIZE, batch.num_nodes]  # the decoder wrote the seeds alone
+    torch.testing.assert_close(trimmed, full, atol=1e-5, rtol=1e-5)
