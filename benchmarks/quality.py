@@ -282,6 +282,7 @@ _FREE_PREFIXES = (
     "eval.diagnostics.",
     "eval.collapse.",
     "callbacks.monitor.",  # the diagnostics during training (eval.diag_every, ...)
+    "callbacks.checkpoint",  # when checkpoints are written (trainer.checkpoint_every)
     "logger.",
     "paths.",
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -54,6 +55,7 @@ from graphssl.tracking.secrets import Masker, log_run_config
 from graphssl.tracking.stale import HASH_TAG, owner_tags
 from graphssl.tracking.store import TrackingStore
 from graphssl.tracking.sweep import job_run_name, read_parent
+from graphssl.training.callbacks.checkpoint import ModelCheckpoint
 from graphssl.training.trainer import Callback
 from graphssl.utils import git_commit, package_versions, seed_everything
 
@@ -150,25 +152,36 @@ def summary_table(metrics: dict[str, float], header: str) -> str:
 
 
 def _callback_enabled(node: Any) -> bool:
-    """An entry of ``callbacks`` is off when it is null or its ``every`` is null."""
+    """An entry of ``callbacks`` is off when it is null or its ``every`` is null (the
+    ``checkpoint`` entry has ``every_n_epochs`` instead: it also writes the epochs another
+    callback asks for, so it is on whenever it is there)."""
     if node is None:
         return False
     return not (isinstance(node, DictConfig) and "every" in node and node.every is None)
 
 
 def build_callbacks(
-    cfg: DictConfig, dm: DataModule, sink: Any
+    cfg: DictConfig,
+    dm: DataModule,
+    sink: Any,
+    checkpoint_path: str | os.PathLike[str] | None = None,
 ) -> tuple[list[Callback], dict[str, Callback]]:
     """The trainer callbacks of ``cfg.callbacks`` (``conf/callbacks/``), by name.
 
     Each entry is instantiated from its ``_target_``; a partial (``_partial_: true``) is then
     called with the run-time objects its signature names: ``embed`` (the run's configured
     extraction, :func:`configured_extraction`), ``sink``, ``probe`` (the probe
-    ``eval.select.probe`` names), ``labels`` and ``splits``.
+    ``eval.select.probe`` names), ``labels``, ``splits`` and ``checkpoint_path`` (the run's
+    checkpoint file). A config that builds no
+    :class:`~graphssl.training.callbacks.checkpoint.ModelCheckpoint` (its callbacks have no
+    ``checkpoint`` entry, e.g. a stored config being rerun) gets one named ``checkpoint``
+    writing ``checkpoint_path`` every ``trainer.checkpoint_every`` epochs, when a path is given:
+    resuming and the store-outage checkpoints rely on it. ``callbacks.checkpoint=null`` writes
+    no checkpoints.
 
     Raises:
-        ValueError: a callback asks for a probe that is not configured, or for labels the
-            dataset does not have.
+        ValueError: a callback asks for a probe that is not configured, for labels the dataset
+            does not have, or for the checkpoint path when none was given.
     """
 
     def embed(model: torch.nn.Module) -> torch.Tensor:
@@ -194,15 +207,25 @@ def build_callbacks(
             )
         return dm.labels
 
+    def run_checkpoint_path() -> Path:
+        if checkpoint_path is None:
+            raise ValueError(
+                "a trainer callback of callbacks.* asks for checkpoint_path, but none was given; "
+                "expected the run's checkpoint file (outputs/checkpoints/<config hash>/last.pt)"
+            )
+        return Path(checkpoint_path)
+
     runtime: dict[str, Callable[[], Any]] = {
         "embed": lambda: embed,
         "sink": lambda: sink,
         "probe": probe,
         "labels": labels,
         "splits": dm.splits,
+        "checkpoint_path": run_checkpoint_path,
     }
+    entries = cfg.get("callbacks") or {}
     built: dict[str, Callback] = {}
-    for name, node in (cfg.get("callbacks") or {}).items():
+    for name, node in entries.items():
         if not _callback_enabled(node):
             continue
         obj = instantiate(node)
@@ -215,6 +238,13 @@ def build_callbacks(
                 f"{type(obj).__name__} from {node.get('_target_')!r}"
             )
         built[str(name)] = obj
+    if (
+        checkpoint_path is not None
+        and "checkpoint" not in entries
+        and not any(isinstance(cb, ModelCheckpoint) for cb in built.values())
+    ):
+        every = cfg.trainer.get("checkpoint_every") if "trainer" in cfg else None
+        built["checkpoint"] = ModelCheckpoint(checkpoint_path, every_n_epochs=every)
     return list(built.values()), built
 
 
@@ -271,16 +301,17 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
         ckpt = checkpoint_path(resolved, chash)
         sink = BufferedRun(tracker, journal_path(ckpt), resumed=tracker.resumed)
         tracker.before_exit.append(sink.close)  # also when the run fails or is killed
-        configured, by_name = build_callbacks(resolved, dm, sink)
+        configured, by_name = build_callbacks(resolved, dm, sink, checkpoint_path=ckpt)
         trainer = instantiate(
             resolved.trainer,
             callbacks=[MLflowMetricsCallback(sink), *configured],
-            checkpoint_path=str(ckpt),
+            # callbacks.checkpoint writes the checkpoints, every trainer.checkpoint_every epochs
+            checkpoint_every=None,
         )
         trainer.config_hash = chash
         trainer.checkpoint_extra = {"mlflow_run_id": tracker.run_id}
         if resume_state is not None:
-            trainer.resume_from(resume_state)
+            trainer.resume_from(resume_state, checkpoint_path=ckpt)
         sigterm.trainer = trainer
         t0 = time.perf_counter()
         fit = trainer.fit(method, dm)

@@ -25,7 +25,14 @@ from graphssl.training.checkpoint import CheckpointUnreadable, load_checkpoint
 if TYPE_CHECKING:
     from graphssl.tracking.store import TrackingStore
 
-__all__ = ["IGNORED_KEYS", "checkpoint_path", "config_hash", "resume_target", "set_aside"]
+__all__ = [
+    "IGNORED_KEYS",
+    "IGNORED_NODES",
+    "checkpoint_path",
+    "config_hash",
+    "resume_target",
+    "set_aside",
+]
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +46,24 @@ IGNORED_KEYS = frozenset(
         "logger.secret_patterns",
     }
 )
+#: config nodes whose keys do not make a different run either: the checkpoint callback (how
+#: often it writes is ``trainer.checkpoint_every``; checkpoints never change what a run trains)
+IGNORED_NODES = ("callbacks.checkpoint",)
+
+
+def _ignored(key: str) -> bool:
+    return key in IGNORED_KEYS or any(
+        key == node or key.startswith(f"{node}.") for node in IGNORED_NODES
+    )
 
 
 def config_hash(cfg: DictConfig) -> str:
     """A short hash of the resolved config that identifies "the same run" across restarts
-    (:data:`IGNORED_KEYS` excluded)."""
+    (:data:`IGNORED_KEYS` and the keys of :data:`IGNORED_NODES` excluded)."""
     flat = {
         k: v
         for k, v in flatten(OmegaConf.to_container(cfg, resolve=True)).items()  # type: ignore[arg-type]
-        if k not in IGNORED_KEYS
+        if not _ignored(k)
     }
     return hashlib.sha256(json.dumps(flat, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -1,17 +1,21 @@
-"""The one training loop of graphssl: epochs, early stopping, callbacks, checkpoints.
+"""The one training loop of graphssl: epochs, early stopping, callbacks, resumable state.
 
 Methods only define ``loss(batch)``; this loop owns optimisation, the order of batches, the
-progress bar and when callbacks (metric logging, checkpoints, diagnostics) are called.
+progress bar and when callbacks (metric logging, checkpoints, diagnostics) are called. What a
+checkpoint holds is the loop's (:meth:`Trainer.save_checkpoint`); when and where one is written
+is a callback's (:class:`~graphssl.training.callbacks.checkpoint.ModelCheckpoint`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import time
 from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,7 +27,8 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from graphssl.data.base import DataModule
 from graphssl.data.sampler import set_loader_epoch
 from graphssl.methods.base import SSLMethod
-from graphssl.training.checkpoint import capture_rng, restore_rng, save_checkpoint
+from graphssl.training.checkpoint import capture_rng, restore_rng
+from graphssl.training.checkpoint import save_checkpoint as write_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +73,18 @@ class FitResult:
         }
 
 
+@dataclass
+class _EpochState:
+    """What a checkpoint of the epoch that just ended holds besides the method, optimizer and
+    scheduler: the fit so far and the early-stopping counters."""
+
+    epoch: int
+    result: FitResult
+    bad_epochs: int
+    best_state: dict[str, torch.Tensor] | None
+    stopped_early: bool
+
+
 def move_to_device(batch: Any, device: torch.device) -> Any:
     """Move a PyG ``Data``/``Batch``, a tensor, or a tuple/list/dict of them to ``device``."""
     if hasattr(batch, "to") and not isinstance(batch, (tuple, list, dict)):
@@ -94,11 +111,23 @@ def default_fanout(method: SSLMethod) -> list[int]:
 
 
 class Callback:
-    """Hooks the trainer calls; subclasses override what they need."""
+    """Hooks the trainer calls; subclasses override what they need.
+
+    At the end of each epoch they run in this order: :meth:`on_epoch_end` (the epoch's
+    metrics; a callback may set :attr:`Trainer.should_stop` or :attr:`Trainer.should_checkpoint`
+    here), the trainer's early-stopping and stop decision, :meth:`on_epoch_checkpoint` (where
+    checkpoints are written, each preceded by every callback's :meth:`on_checkpoint`), then
+    :meth:`on_epoch_complete`.
+    """
 
     def on_fit_start(self, trainer: Trainer, method: SSLMethod) -> None: ...
 
     def on_epoch_end(self, trainer: Trainer, method: SSLMethod, result: EpochResult) -> None: ...
+
+    def on_epoch_checkpoint(self, trainer: Trainer, method: SSLMethod, epoch: int) -> None:
+        """Once the epoch's stop decision is made (:attr:`Trainer.is_last_epoch`): the place
+        to write its checkpoint with :meth:`Trainer.save_checkpoint` (as
+        :class:`~graphssl.training.callbacks.checkpoint.ModelCheckpoint` does)."""
 
     def on_checkpoint(self, trainer: Trainer, method: SSLMethod, epoch: int) -> None:
         """Before a checkpoint is written: persist whatever the checkpoint will vouch for
@@ -144,15 +173,20 @@ class Trainer:
         batch_size: seed nodes per mini-batch (default: ``1024``).
         grad_clip: clip the gradient norm to this value; ``None`` disables (default: ``None``).
         progress: show a progress bar; ``None`` shows it only on a terminal (default: ``None``).
-        checkpoint_every: write a checkpoint every this many epochs to ``checkpoint_path``;
-            ``None`` disables checkpoints (default: ``None``).
-        checkpoint_path: where checkpoints go (the pipeline sets it per configuration).
+        checkpoint_every: a shorthand: with ``checkpoint_path``, a
+            :class:`~graphssl.training.callbacks.checkpoint.ModelCheckpoint` writing it every
+            this many epochs is added to ``callbacks``; ``None`` writes only the epochs a
+            callback asks for (default: ``None``). The train task passes ``None`` and builds its
+            checkpoint callback from ``conf/callbacks/`` instead.
+        checkpoint_path: the checkpoint file of that shorthand; ``None`` adds no checkpoint
+            callback (default: ``None``).
         memory_budget_gb: full-batch training on a node-level graph is refused before the first
             epoch when the method's estimate of one step's memory
             (:meth:`~graphssl.methods.base.SSLMethod.full_batch_bytes`) exceeds this many GiB;
             ``None`` disables the check (default: ``8.0``).
         callbacks: objects with :class:`Callback` hooks; one may end training after the
-            current epoch by setting :attr:`should_stop` (e.g. selection on a validation probe).
+            current epoch by setting :attr:`should_stop` (e.g. selection on a validation probe),
+            one writes checkpoints (``ModelCheckpoint``).
         log_every: log ``Epoch 010, loss 0.5200, 0.4 s`` every this many epochs, after the
             first and the last, and after every epoch slower than 2 s; ``None`` logs none
             (default: ``10``).
@@ -210,23 +244,43 @@ class Trainer:
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.log_every = log_every
         self.limit_batches = limit_batches
-        self.checkpoint_every = checkpoint_every
-        self.checkpoint_path = checkpoint_path
         self.config_hash: str | None = None
+        #: what callbacks add to the checkpoint (in :meth:`Callback.on_checkpoint`) and the
+        #: train task's run id
         self.checkpoint_extra: dict[str, Any] = {}
         self.callbacks: list[Callback] = list(callbacks)
+        if checkpoint_path is not None:
+            from graphssl.training.callbacks.checkpoint import ModelCheckpoint
+
+            self.callbacks.append(ModelCheckpoint(checkpoint_path, every_n_epochs=checkpoint_every))
+        elif checkpoint_every is not None:
+            raise ValueError(
+                f"trainer.checkpoint_every={checkpoint_every} is set but no checkpoint_path was "
+                f"given; expected the file to write (or a ModelCheckpoint among the callbacks)"
+            )
         self.optimizer: torch.optim.Optimizer | None = None
         #: the method's learning-rate scheduler, stepped after every optimizer step
         self.scheduler: LRScheduler | None = None
         self.global_step = 0
         self.should_stop = False
         #: a callback sets this to write a checkpoint of the current epoch even when it is not
-        #: one of ``checkpoint_every``'s (e.g. while the tracking store is unreachable)
+        #: one of ``checkpoint_every``'s (e.g. while the tracking store is unreachable); cleared
+        #: once a checkpoint of an epoch is written
         self.should_checkpoint = False
         #: ``True`` while :meth:`fit` runs its epochs
         self.fitting = False
+        #: from the stop decision of an epoch on (:meth:`Callback.on_epoch_checkpoint`,
+        #: :meth:`Callback.on_epoch_complete`): whether :meth:`fit` ends after it (its epoch
+        #: budget, early stopping, :attr:`should_stop` or :meth:`request_stop`)
+        self.is_last_epoch = False
+        #: the file and epoch of the latest :meth:`save_checkpoint`
+        self.last_checkpoint: Path | None = None
+        self.last_checkpoint_epoch: int | None = None
         self._stop_reason: str | None = None
         self._resume_state: dict[str, Any] | None = None
+        self._resume_path = None if checkpoint_path is None else str(checkpoint_path)
+        self._epoch_state: _EpochState | None = None
+        self._checkpoints_written = 0
         self._train_loader: tuple[DataModule, Iterable[Data]] | None = None
 
     def request_stop(self, reason: str) -> None:
@@ -235,28 +289,43 @@ class Trainer:
         self._stop_reason = reason
 
     # ------------------------------------------------------------------ checkpoints
-    def resume_from(self, state: dict[str, Any]) -> None:
-        """Continue from a checkpoint (see :mod:`graphssl.training.checkpoint`) in :meth:`fit`."""
-        self._resume_state = state
-
-    def _save(
-        self,
-        method: SSLMethod,
-        epoch: int,
-        result: FitResult,
-        bad_epochs: int,
-        best_state: dict[str, torch.Tensor] | None,
-        stopped: bool,
+    def resume_from(
+        self, state: dict[str, Any], checkpoint_path: str | os.PathLike[str] | None = None
     ) -> None:
-        if self.checkpoint_path is None:
-            raise ValueError("trainer.checkpoint_every is set but no checkpoint_path was given")
-        assert self.optimizer is not None
+        """Continue from a checkpoint (see :mod:`graphssl.training.checkpoint`) in :meth:`fit`;
+        ``checkpoint_path``, the file it was read from, only goes into the log line."""
+        self._resume_state = state
+        if checkpoint_path is not None:
+            self._resume_path = str(checkpoint_path)
+
+    def save_checkpoint(self, method: SSLMethod, path: str | os.PathLike[str]) -> Path:
+        """Write everything :meth:`resume_from` needs to continue the fit exactly to ``path``.
+
+        Every callback's :meth:`Callback.on_checkpoint` runs first (their state goes into
+        :attr:`checkpoint_extra`); the checkpoint then holds the epoch, the method, optimizer
+        and scheduler states, the random generators, the history and early-stopping counters,
+        the best weights and :attr:`checkpoint_extra`, written atomically
+        (:func:`graphssl.training.checkpoint.save_checkpoint`). Called from
+        :meth:`Callback.on_epoch_checkpoint`, so that every :meth:`Callback.on_epoch_complete`
+        runs once the epoch's checkpoints are on disk.
+
+        Raises:
+            RuntimeError: called elsewhere than in :meth:`Callback.on_epoch_checkpoint`.
+            CheckpointWriteError: the file could not be written (the previous one is intact).
+        """
+        state = self._epoch_state
+        if state is None or self.optimizer is None:
+            raise RuntimeError(
+                "Trainer.save_checkpoint writes the state of a fit at the end of an epoch; call "
+                "it from a callback's on_epoch_checkpoint"
+            )
         for cb in self.callbacks:
-            cb.on_checkpoint(self, method, epoch)
-        save_checkpoint(
-            self.checkpoint_path,
+            cb.on_checkpoint(self, method, state.epoch)
+        result = state.result
+        written = write_checkpoint(
+            path,
             {
-                "epoch": epoch,
+                "epoch": state.epoch,
                 "global_step": self.global_step,
                 "model": method.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
@@ -266,12 +335,15 @@ class Trainer:
                 "history": [[e.epoch, e.metrics, e.seconds] for e in result.epochs],
                 "best_epoch": result.best_epoch,
                 "best_loss": result.best_loss,
-                "bad_epochs": bad_epochs,
-                "best_state": best_state,
-                "stopped_early": stopped,
+                "bad_epochs": state.bad_epochs,
+                "best_state": state.best_state,
+                "stopped_early": state.stopped_early,
                 **self.checkpoint_extra,
             },
         )
+        self.last_checkpoint, self.last_checkpoint_epoch = written, state.epoch
+        self._checkpoints_written += 1
+        return written
 
     # ------------------------------------------------------------------ loaders
     def _check_mini_batch(self, datamodule: DataModule, method: SSLMethod) -> None:
@@ -352,6 +424,7 @@ class Trainer:
         method.to(self.device)
         result = FitResult()
         self.should_stop = False
+        self.is_last_epoch = False
         full_graph = datamodule.data if not datamodule.is_graph_level else None
         if full_graph is not None:
             method.on_train_start(full_graph, self.epochs)
@@ -403,7 +476,9 @@ class Trainer:
                 cb.on_resume(self, method, state)
             if state.get("stopped_early"):
                 result.stopped_early, start_epoch = True, self.epochs
-            log.info("resuming at epoch %d from %s", start_epoch, self.checkpoint_path)
+            log.info(
+                "resuming at epoch %d from %s", start_epoch, self._resume_path or "a checkpoint"
+            )
         bar = tqdm(
             range(start_epoch, self.epochs),
             desc=f"train {type(method).__name__}",
@@ -477,24 +552,21 @@ class Trainer:
                 self._log_epoch(
                     res, start_epoch, last=stop or interrupted or epoch + 1 == self.epochs
                 )
-                if (
-                    self.checkpoint_every is not None
-                    and (
-                        (epoch + 1) % self.checkpoint_every == 0
-                        or stop
-                        or interrupted
-                        or epoch + 1 == self.epochs
-                    )
-                ) or (self.should_checkpoint and self.checkpoint_path is not None):
+                self.is_last_epoch = stop or interrupted or epoch + 1 == self.epochs
+                self._epoch_state = _EpochState(epoch, result, bad_epochs, best_state, stop)
+                written = self._checkpoints_written
+                for cb in self.callbacks:
+                    cb.on_epoch_checkpoint(self, method, epoch)
+                self._epoch_state = None
+                saved = self._checkpoints_written > written
+                if saved:
                     self.should_checkpoint = False
-                    self._save(method, epoch, result, bad_epochs, best_state, stop)
                 for cb in self.callbacks:
                     cb.on_epoch_complete(self, method, epoch)
                 if interrupted:
-                    saved = self.checkpoint_every is not None
                     raise TrainingInterrupted(
                         f"{self._stop_reason}: training stopped after epoch {epoch}"
-                        + (f"; checkpoint written to {self.checkpoint_path}" if saved else "")
+                        + (f"; checkpoint written to {self.last_checkpoint}" if saved else "")
                     )
                 if stop:
                     log.info(
@@ -509,6 +581,7 @@ class Trainer:
         finally:
             self.fitting = False
             self._stop_reason = None
+            self._epoch_state = None
         bar.close()
         if best_state is not None:
             method.load_state_dict(best_state)

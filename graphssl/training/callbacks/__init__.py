@@ -1,4 +1,5 @@
-"""Trainer callbacks built from ``conf/callbacks/`` (model selection, diagnostics monitor).
+"""Trainer callbacks built from ``conf/callbacks/`` (checkpoints, model selection, diagnostics
+monitor).
 
 They measure the model through functions the train task injects (the run's extraction, a
 probe, the diagnostics suite) and log through a :class:`MetricSink`, so nothing here imports
@@ -6,6 +7,7 @@ the evaluation or tracking layers.
 """
 
 from graphssl.training.callbacks.base import MetricSink, NullSink
+from graphssl.training.callbacks.checkpoint import ModelCheckpoint
 from graphssl.training.callbacks.monitor import DiagnosticsCallback, DiagnosticsMonitor
 from graphssl.training.callbacks.selection import ProbeSelection, SelectionCallback
 
@@ -13,6 +15,7 @@ __all__ = [
     "DiagnosticsCallback",
     "DiagnosticsMonitor",
     "MetricSink",
+    "ModelCheckpoint",
     "NullSink",
     "ProbeSelection",
     "SelectionCallback",

@@ -1,5 +1,6 @@
 """The train task builds the trainer callbacks of ``conf/callbacks/`` with what they ask for: the
-run's configured extraction, the metrics sink, the selection probe, labels and splits."""
+run's configured extraction, the metrics sink, the selection probe, labels, splits and the
+checkpoint path."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from graphssl.tasks import components
 from graphssl.tasks.components import build_datamodule, resolve_config
 from graphssl.tasks.train import build_callbacks
-from graphssl.training.callbacks import DiagnosticsCallback, SelectionCallback
+from graphssl.training.callbacks import DiagnosticsCallback, ModelCheckpoint, SelectionCallback
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
 
@@ -35,23 +36,54 @@ def _cfg(*overrides: str) -> Any:
         return resolve_config(compose(config_name="train", overrides=["dataset=sbm", *overrides]))
 
 
-def test_off_by_default_and_on_from_the_eval_keys() -> None:
+def test_off_by_default_and_on_from_the_eval_keys(tmp_path: Path) -> None:
     cfg = _cfg()
     dm = build_datamodule(cfg)
-    assert build_callbacks(cfg, dm, Sink()) == ([], {})
+    callbacks, by_name = build_callbacks(cfg, dm, Sink(), checkpoint_path=tmp_path / "last.pt")
+    assert set(by_name) == {"checkpoint"} and callbacks == [by_name["checkpoint"]]
 
     cfg = _cfg("eval.select.every=2", "eval.select.probe=knn", "eval.diag_every=3")
-    callbacks, by_name = build_callbacks(cfg, build_datamodule(cfg), Sink())
-    assert set(by_name) == {"selection", "monitor"} and len(callbacks) == 2
+    callbacks, by_name = build_callbacks(cfg, build_datamodule(cfg), Sink(), tmp_path / "last.pt")
+    assert set(by_name) == {"selection", "monitor", "checkpoint"} and len(callbacks) == 3
     sel, mon = by_name["selection"], by_name["monitor"]
     assert isinstance(sel, SelectionCallback) and isinstance(mon, DiagnosticsCallback)
     assert sel.selection.every == 2 and type(sel.selection.probe).__name__ == "KNNEvaluator"
     assert mon.monitor.every == 3 and mon.monitor.thresholds.stable_rank == 1.5
 
 
-def test_callbacks_none_turns_them_off() -> None:
+def test_callbacks_none_turns_them_off_but_keeps_checkpoints(tmp_path: Path) -> None:
     cfg = _cfg("callbacks=none", "eval.select.every=2", "eval.diag_every=3")
-    assert build_callbacks(cfg, build_datamodule(cfg), Sink()) == ([], {})
+    _, by_name = build_callbacks(cfg, build_datamodule(cfg), Sink(), tmp_path / "last.pt")
+    assert set(by_name) == {"checkpoint"}
+
+
+def test_the_checkpoint_callback_writes_the_runs_path_every_trainer_checkpoint_every(
+    tmp_path: Path,
+) -> None:
+    for overrides in ([], ["callbacks=none"]):
+        cfg = _cfg("trainer.checkpoint_every=7", *overrides)
+        _, by_name = build_callbacks(cfg, build_datamodule(cfg), Sink(), tmp_path / "last.pt")
+        ckpt = by_name["checkpoint"]
+        assert isinstance(ckpt, ModelCheckpoint)
+        assert ckpt.checkpoint_path == tmp_path / "last.pt" and ckpt.every_n_epochs == 7
+    cfg = _cfg()  # trainer.checkpoint_every=null: on, for the epochs another callback asks for
+    _, by_name = build_callbacks(cfg, build_datamodule(cfg), Sink(), tmp_path / "last.pt")
+    assert by_name["checkpoint"].every_n_epochs is None  # type: ignore[attr-defined]
+
+
+def test_the_checkpoint_entry_null_absent_or_without_a_path(tmp_path: Path) -> None:
+    cfg = _cfg("callbacks.checkpoint=null", "trainer.checkpoint_every=7")
+    assert build_callbacks(cfg, build_datamodule(cfg), Sink(), tmp_path / "last.pt") == ([], {})
+
+    # a config without the entry (e.g. a stored one rerun) still checkpoints
+    cfg = _cfg("~callbacks.checkpoint", "trainer.checkpoint_every=7")
+    _, by_name = build_callbacks(cfg, build_datamodule(cfg), Sink(), tmp_path / "last.pt")
+    ckpt = by_name["checkpoint"]
+    assert isinstance(ckpt, ModelCheckpoint) and ckpt.every_n_epochs == 7
+
+    cfg = _cfg()
+    with pytest.raises(ValueError, match="asks for checkpoint_path, but none was given"):
+        build_callbacks(cfg, build_datamodule(cfg), Sink())
 
 
 def test_the_monitor_uses_the_runs_configured_extraction(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,7 +101,7 @@ def test_the_monitor_uses_the_runs_configured_extraction(monkeypatch: pytest.Mon
         return torch.randn(50, 8, generator=torch.Generator().manual_seed(0)), None
 
     monkeypatch.setattr(components, "extract_embeddings", fake_extract)
-    _, by_name = build_callbacks(cfg, dm, Sink())
+    _, by_name = build_callbacks(cfg, dm, Sink(), Path("last.pt"))
     result = by_name["monitor"].monitor.measure(torch.nn.Linear(2, 2), 0)  # type: ignore[attr-defined]
     assert "rankme" in result.diagnostics
     assert seen == [
@@ -88,4 +120,4 @@ def test_the_monitor_uses_the_runs_configured_extraction(monkeypatch: pytest.Mon
 def test_selection_on_a_probe_that_is_not_configured() -> None:
     cfg = _cfg("eval.select.every=1", "eval.select.probe=svm")
     with pytest.raises(ValueError, match=r"eval.select.probe='svm' is not among the configured"):
-        build_callbacks(cfg, build_datamodule(cfg), Sink())
+        build_callbacks(cfg, build_datamodule(cfg), Sink(), Path("last.pt"))
