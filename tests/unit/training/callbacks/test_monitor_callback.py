@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from graphssl.evaluation.diagnostics import embedding_diagnostics
 from graphssl.training.callbacks.monitor import (
+    COLLAPSE_STATE_TAG,
     COLLAPSE_TAG,
     CollapseThresholds,
     DiagnosticsCallback,
@@ -124,7 +125,7 @@ def test_direction_collapse_alarm_names_its_reason_in_the_tag() -> None:
     g = torch.Generator().manual_seed(0)
     u = torch.nn.functional.normalize(torch.randn(32, generator=g), dim=0)
     noise = torch.randn(512, 32, generator=g)
-    model = Sequence([a * u + noise for a in (0.0, 5.0, 20.0, 40.0)])
+    model = Sequence([a * u + noise for a in (0.0, 5.0, 20.0, 40.0, 60.0, 5.0)])
     tracker = FakeTracker()
     mon = DiagnosticsMonitor(
         embed,
@@ -134,13 +135,21 @@ def test_direction_collapse_alarm_names_its_reason_in_the_tag() -> None:
         thresholds=CollapseThresholds(rankme_normalized=0.01, stable_rank=None),
     )
     cb = DiagnosticsCallback(mon, tracker)  # type: ignore[arg-type]
-    for e in range(4):
+    for e in range(6):
         model.epoch = e
         cb.on_epoch_end(None, model, EpochResult(e, {"loss": 1.0}, 0.0))  # type: ignore[arg-type]
     cosines = [m["diag/mean_cosine"] for m, _ in tracker.metrics]
-    assert cosines[1] < 0.9 < cosines[2] and cosines == sorted(cosines)
+    assert cosines[2] < 0.97 < cosines[3] < cosines[4] and cosines[5] < 0.97
+    assert cosines[:5] == sorted(cosines[:5])
     assert all(m["diag/effective_rank"] > 30 for m, _ in tracker.metrics)  # rank stays high
-    assert len(tracker.tags) == 1
+    # collapsed at epoch 3 (the alarm, once), still at 4 (no new tag), recovered at 5
+    assert [t.get(COLLAPSE_STATE_TAG) for t in tracker.tags] == [
+        "collapsed at epoch 3",
+        "recovered at epoch 5",
+    ]
     tag = tracker.tags[0][COLLAPSE_TAG]
-    assert tag.startswith("epoch 2: mean_cosine 0.9") and tag.endswith("> 0.9 (direction collapse)")
+    assert tag.startswith("epoch 3: mean_cosine 0.9") and tag.endswith(
+        "> 0.97 (direction collapse)"
+    )
     assert "rank collapse" not in tag
+    assert COLLAPSE_TAG not in tracker.tags[1]
