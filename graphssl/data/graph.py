@@ -11,6 +11,7 @@ fold itself is the test set.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -22,7 +23,7 @@ from torch_geometric.loader import DataLoader
 from torch_geometric.utils import degree
 
 from graphssl.data.base import DataModule, Split
-from graphssl.data.cache import load_with_processed_repair
+from graphssl.data.cache import load_with_processed_repair, processed_root
 from graphssl.data.paths import Downloads, default_data_dir
 
 Task = Literal["classification", "regression", "multilabel"]
@@ -484,6 +485,7 @@ MOLECULENET_DATASETS: dict[str, tuple[str, str, Task]] = {
     "bbbp": ("BBBP", "BBBP.csv", "classification"),
     "clintox": ("ClinTox", "clintox.csv", "multilabel"),
     "tox21": ("Tox21", "tox21.csv", "multilabel"),
+    "hiv": ("HIV", "HIV.csv", "classification"),
 }
 
 
@@ -501,30 +503,53 @@ def require_rdkit(dataset: str) -> None:
 class MoleculeNetDataModule(GraphDataModule):
     """MoleculeNet molecular property prediction (Wu et al., 2018,
     https://arxiv.org/abs/1703.00564): ``ESOL``, ``FreeSolv``, ``Lipo`` (regression), ``BACE``,
-    ``BBBP`` (binary classification), ``ClinTox``, ``Tox21`` (multi-task, NaN = missing).
+    ``BBBP``, ``HIV`` (binary classification), ``ClinTox``, ``Tox21`` (multi-task, NaN =
+    missing).
 
     Atoms carry PyG's 9 integer features (``from_smiles``), cast to float. Needs RDKit
     (``pip install rdkit``). Splits default to one seeded random 80/10/10 split (stratified
     for the binary tasks); scaffold splits are not provided.
 
+    ``max_molecules`` keeps a seeded random subset of the raw CSV's molecules (in file order)
+    *before* RDKit turns them into graphs, so a subset of HIV's 41k molecules costs only its own
+    processing time; the subset's CSV and its processed graphs are cached under ``cache_dir``.
+    The subset depends on ``subset_seed`` only, never on ``seed``, so runs with different seeds
+    embed the same molecules. Molecules RDKit cannot parse are skipped after the subset is drawn,
+    so a subset may hold a few graphs fewer than ``max_molecules``.
+
     Args:
         name: one of ``ESOL``, ``FreeSolv``, ``Lipo``, ``BACE``, ``BBBP``, ``ClinTox``,
-            ``Tox21`` (case-insensitive).
+            ``Tox21``, ``HIV`` (case-insensitive).
+        max_molecules: keep at most this many molecules of the raw CSV (default: ``None``, all).
+        subset_seed: seed of that subset (default: ``0``).
         **kwargs: :class:`GraphDataModule` arguments (default ``split="random"``).
     """
 
-    def __init__(self, name: str, **kwargs: Any) -> None:
+    def __init__(
+        self, name: str, max_molecules: int | None = None, subset_seed: int = 0, **kwargs: Any
+    ) -> None:
         key = name.lower()
         if key not in MOLECULENET_DATASETS:
             choices = sorted(v[0] for v in MOLECULENET_DATASETS.values())
             raise ValueError(
                 f"Could not resolve MoleculeNet dataset {name!r} among choices {choices}"
             )
+        if max_molecules is not None and (
+            isinstance(max_molecules, bool)
+            or not isinstance(max_molecules, int)
+            or max_molecules < 2
+        ):
+            raise ValueError(
+                f"max_molecules must be null (every molecule) or an integer >= 2, got "
+                f"{max_molecules!r}"
+            )
         kwargs.setdefault("split", "random")
         pyg_name, self._csv, task = MOLECULENET_DATASETS[key]
         super().__init__(pyg_name, **kwargs)
         self.task = task
         self._key = key
+        self.max_molecules = max_molecules
+        self.subset_seed = int(subset_seed)
 
     def load(self) -> Sequence[Data]:
         from torch_geometric.datasets import MoleculeNet
@@ -532,9 +557,43 @@ class MoleculeNetDataModule(GraphDataModule):
         url = MoleculeNet.url.format(MoleculeNet.names[self._key][1])
         folder = self._source(f"MoleculeNet/{self._key}", [f"raw/{self._csv}"], url)
         require_rdkit(self.name)
-
+        if self.max_molecules is not None:
+            folder = self._subset_root(folder, self.max_molecules)
         dataset = MoleculeNet(str(folder.parent), self.name)
         return [dataset[i] for i in range(len(dataset))]
+
+    def _subset_root(self, folder: Path, size: int) -> Path:
+        """A PyG root whose raw CSV holds ``size`` seeded molecules of ``folder``'s (``folder``
+        itself when it has no more)."""
+        text = (folder / "raw" / self._csv).read_text()
+        header, rows = subset_csv_rows(text)
+        if len(rows) <= size:
+            return folder
+        gen = torch.Generator().manual_seed(self.subset_seed)
+        keep = torch.sort(torch.randperm(len(rows), generator=gen)[:size]).values.tolist()
+        source = (
+            self.cache_dir
+            / "MoleculeNet"
+            / "subsets"
+            / f"{self._key}-n{size}-seed{self.subset_seed}"
+            / self._key
+        )
+        target = source / "raw" / self._csv
+        content = "\n".join([header, *(rows[i] for i in keep)]) + "\n"
+        if not target.is_file() or target.read_text() != content:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+            partial.write_text(content)
+            os.replace(partial, target)  # concurrent runs write the same bytes
+        return processed_root(source, self.cache_dir / "MoleculeNet")
+
+
+def subset_csv_rows(text: str) -> tuple[str, list[str]]:
+    """The header and the molecule lines of a MoleculeNet CSV read in text mode, as PyG's
+    ``MoleculeNet`` reads them: lines split on newlines, the last one dropped (the file ends with
+    a newline), empty ones skipped."""
+    lines = text.split("\n")
+    return lines[0], [line for line in lines[1:-1] if line]
 
 
 # ------------------------------------------------------------------------------- synthetic
