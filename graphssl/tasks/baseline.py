@@ -108,6 +108,8 @@ def untrained_baseline(
     finally:
         restore_rng(rng)
     for key, value in probe_metrics.items():
+        if not key.startswith("probe/"):  # e.g. eval/max_rows: the trained run's already
+            continue
         _, name, rest = key.split("/", 2)
         out[f"probe/{name}/baseline_{rest}"] = value
     out.update(gains({**trained, **out}))

@@ -117,3 +117,14 @@ def test_trained_metrics_are_the_same_with_the_baseline_on_or_off(
     assert "probe/knn/baseline_test_acc" in on and "diag_baseline/stable_rank" in on
     assert "probe/logreg/gain" in table and "probe/logreg/baseline_test_acc" in table
     assert "probe/logreg/gain" in summary_table(on, "h")
+
+
+def test_baseline_under_a_row_cap(tmp_path: Path) -> None:
+    """With eval.max_rows the probes also report the cap (eval/max_rows); the baseline probes
+    run under the same cap and keep only their probe metrics."""
+    cfg = resolve_config(_cfg(tmp_path, "eval.max_rows=50"))
+    dm = build_datamodule(cfg)
+    method = build_method(cfg, dm)
+    out = untrained_baseline(cfg, dm, method, {"probe/logreg/test_acc": 1.0})
+    assert 0.0 <= out["probe/logreg/baseline_test_acc"] <= 1.0
+    assert not any(k.startswith("eval/") or "baseline_max_rows" in k for k in out)
