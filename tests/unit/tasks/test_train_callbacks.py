@@ -48,7 +48,7 @@ def test_off_by_default_and_on_from_the_eval_keys(tmp_path: Path) -> None:
     sel, mon = by_name["selection"], by_name["monitor"]
     assert isinstance(sel, SelectionCallback) and isinstance(mon, DiagnosticsCallback)
     assert sel.selection.every == 2 and type(sel.selection.probe).__name__ == "KNNEvaluator"
-    assert mon.monitor.every == 3 and mon.monitor.thresholds.stable_rank == 1.5
+    assert mon.monitor.every == 3 and mon.monitor.thresholds.stable_rank == 1.03
 
 
 def test_callbacks_none_turns_them_off_but_keeps_checkpoints(tmp_path: Path) -> None:
