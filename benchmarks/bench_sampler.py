@@ -103,7 +103,9 @@ class MinimalSampler:
 
     Per hop, every frontier node draws ``k`` in-neighbours uniformly with replacement
     (``floor(U * deg)``); the nodes not seen before are found with ``torch.unique`` and numbered
-    after the current ones, so the seeds come first.
+    after the current ones, so the seeds come first. Returns PyG-style parts of a batch:
+    ``n_id``, ``edge_index`` (local, hop by hop) and the per-hop ``num_sampled_nodes`` /
+    ``num_sampled_edges`` (so an encoder can trim its layers, as under graphssl).
     """
 
     def __init__(self, colptr: Tensor, row: Tensor, fanouts: list[int], seed: int = 0) -> None:
@@ -111,11 +113,12 @@ class MinimalSampler:
         self.generator = torch.Generator().manual_seed(seed)
         self.local = torch.full((colptr.numel() - 1,), -1, dtype=torch.long)
 
-    def __call__(self, seeds: Tensor) -> tuple[Tensor, int]:
+    def __call__(self, seeds: Tensor) -> tuple[Tensor, Tensor, list[int], list[int]]:
         local = self.local
         local[seeds] = torch.arange(seeds.numel())
         n_id, frontier, frontier_local = [seeds], seeds, torch.arange(seeds.numel())
         num_total, rows, cols = seeds.numel(), [], []
+        nodes_per_hop, edges_per_hop = [seeds.numel()], []
         for k in self.fanouts:
             start = self.colptr[frontier]
             deg = self.colptr[frontier + 1] - start
@@ -128,11 +131,14 @@ class MinimalSampler:
             rows.append(local[src])
             cols.append(frontier_local.unsqueeze(1).expand(-1, k)[mask])
             n_id.append(new)
+            nodes_per_hop.append(new.numel())
+            edges_per_hop.append(src.numel())
             frontier, frontier_local = new, local[new]
             num_total += new.numel()
         nodes = torch.cat(n_id)
         local[nodes] = -1
-        return nodes, int(sum(r.numel() for r in rows))
+        edge_index = torch.stack([torch.cat(rows), torch.cat(cols)])
+        return nodes, edge_index, nodes_per_hop, edges_per_hop
 
 
 def graphssl_sampler(colptr: Tensor, row: Tensor, fanouts: list[int], seed: int) -> SampleFn:
@@ -189,7 +195,13 @@ def torch_sparse_sampler(colptr: Tensor, row: Tensor, fanouts: list[int], seed: 
 
 
 def minimal_sampler(colptr: Tensor, row: Tensor, fanouts: list[int], seed: int) -> SampleFn:
-    return MinimalSampler(colptr, row, fanouts, seed)
+    sampler = MinimalSampler(colptr, row, fanouts, seed)
+
+    def sample(seeds: Tensor) -> tuple[Tensor, int]:
+        nodes, edge_index, _, _ = sampler(seeds)
+        return nodes, int(edge_index.size(1))
+
+    return sample
 
 
 def torch_sparse_available() -> str | None:

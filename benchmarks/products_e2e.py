@@ -18,9 +18,9 @@ thread:
   extrapolated. Diagnostics, probes and figures are not run then: they need every node's
   embedding.
 - ``bare``: a plain PyG loop with the same method (model and loss) and optimizer, its batches from
-  the minimal vectorised torch sampler below (uniform with replacement, ``torch.unique`` for the
-  new nodes, per-hop counts so the encoder trims its layers as it does under graphssl), the same
-  number of batches.
+  torch-sparse's compiled sampler, or else the minimal vectorised torch sampler of
+  ``bench_sampler.py`` (uniform with replacement, ``torch.unique`` for the new nodes, per-hop
+  counts so the encoder trims its layers as it does under graphssl), the same number of batches.
 
 The ratio printed is graphssl's epoch over the bare epoch (target ≤ 1.10), in wall time and,
 with ``--max-batches``, in each child's process CPU time (less sensitive to a loaded machine,
@@ -55,6 +55,9 @@ import torch
 from torch import Tensor
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_sampler import MinimalSampler, load_torch_sparse_op  # noqa: E402
+
 METHODS = ("dgi", "bgrl", "grace", "graphmae")
 PRODUCTS, ARXIV = 2_449_029, 169_343
 
@@ -92,45 +95,6 @@ def compose(args: argparse.Namespace, extra: list[str] = ()) -> Any:  # type: ig
 
 
 # ------------------------------------------------------------------------ the bare sampler
-class MinimalSampler:
-    """Per hop, each frontier node draws ``k`` in-neighbours uniformly with replacement; new
-    nodes are found with ``torch.unique`` and numbered after the current ones (seeds first).
-    Returns PyG-style batches: ``x``, ``edge_index`` (local, hop by hop), ``batch_size``,
-    ``n_id`` and the per-hop ``num_sampled_nodes``/``num_sampled_edges``."""
-
-    def __init__(self, colptr: Tensor, row: Tensor, fanouts: list[int], seed: int) -> None:
-        self.colptr, self.row, self.fanouts = colptr, row, fanouts
-        self.generator = torch.Generator().manual_seed(seed)
-        self.local = torch.full((colptr.numel() - 1,), -1, dtype=torch.long)
-
-    def __call__(self, seeds: Tensor) -> tuple[Tensor, Tensor, list[int], list[int]]:
-        local = self.local
-        local[seeds] = torch.arange(seeds.numel())
-        n_id, frontier, frontier_local = [seeds], seeds, torch.arange(seeds.numel())
-        total, rows, cols = seeds.numel(), [], []
-        nodes_per_hop, edges_per_hop = [seeds.numel()], []
-        for k in self.fanouts:
-            start = self.colptr[frontier]
-            deg = self.colptr[frontier + 1] - start
-            draw = torch.rand(frontier.numel(), k, generator=self.generator)
-            mask = (deg > 0).unsqueeze(1).expand(-1, k)
-            eid = (start.unsqueeze(1) + (draw * deg.unsqueeze(1)).long())[mask]
-            src = self.row[eid]
-            new = torch.unique(src[local[src] < 0])
-            local[new] = torch.arange(total, total + new.numel())
-            rows.append(local[src])
-            cols.append(frontier_local.unsqueeze(1).expand(-1, k)[mask])
-            n_id.append(new)
-            nodes_per_hop.append(new.numel())
-            edges_per_hop.append(src.numel())
-            frontier, frontier_local = new, local[new]
-            total += new.numel()
-        nodes = torch.cat(n_id)
-        local[nodes] = -1
-        edge_index = torch.stack([torch.cat(rows), torch.cat(cols)])
-        return nodes, edge_index, nodes_per_hop, edges_per_hop
-
-
 class TorchSparseSampler:
     """``torch.ops.torch_sparse.neighbor_sample`` (compiled C++, without replacement), with the
     per-hop counts recovered from its output: nodes are numbered in order of discovery and edges
@@ -165,9 +129,6 @@ def load_torch_sparse(lib: str | None) -> str | None:
         if lib:
             torch.ops.load_library(lib)
         else:
-            sys.path.insert(0, str(ROOT / "benchmarks"))
-            from bench_sampler import load_torch_sparse_op
-
             load_torch_sparse_op()
         torch.ops.torch_sparse.neighbor_sample  # noqa: B018  (raises when not registered)
     except Exception as err:  # ImportError, OSError from a mismatched build, a missing op
