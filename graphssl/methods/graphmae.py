@@ -122,10 +122,6 @@ class GraphMAE(SSLMethod):
 
     forward_encoder = "encoder"  # forward() is encode(self.encoder, batch)
 
-    @property
-    def _gat_decoder(self) -> bool:
-        return isinstance(self.decoder, GATConv)
-
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
 
@@ -178,7 +174,11 @@ class GraphMAE(SSLMethod):
         corrupted = copy.copy(batch)
         corrupted.x = F.dropout(x_masked, self.feat_drop, self.training)
         hops = sampled_hops(batch) if num_seeds is not None else None
-        if hops is not None and isinstance(self.encoder, GNNEncoder) and self._gat_decoder:
+        if (
+            hops is not None
+            and isinstance(self.encoder, GNNEncoder)
+            and isinstance(self.decoder, GATConv)
+        ):
             # The GAT decoder reconstructs the seeds from their one-hop neighbours, so the
             # encoder computes the rows within one hop of the seeds and the decoder the seeds
             # alone: the seeds' reconstructions are those of the whole batch, for less work.

@@ -97,10 +97,12 @@ def test_team_server_takes_eight_concurrent_jobs(
     postgres_uri, free_port, graphssl_cmd, cli_env, tmp_path
 ) -> None:
     pytest.importorskip(
-        "hydra_plugins.hydra_joblib_launcher", reason="hydra-joblib-launcher not installed"
+        "hydra_plugins.hydra_joblib_launcher",
+        reason="hydra-joblib-launcher not installed (pip install -e '.[joblib]')",
     )
     pytest.importorskip(
-        "hydra_plugins.hydra_submitit_launcher", reason="hydra-submitit-launcher not installed"
+        "hydra_plugins.hydra_submitit_launcher",
+        reason="hydra-submitit-launcher not installed (pip install -e '.[submitit]')",
     )
     dsn = postgres_uri.replace("postgresql+psycopg2://", "postgresql://")
     artifacts = tmp_path / "mlartifacts"
@@ -124,10 +126,12 @@ def test_team_server_restarted_mid_sweep(
 ) -> None:
     """The server goes away for 10 s while jobs of both sweeps log, then comes back."""
     pytest.importorskip(
-        "hydra_plugins.hydra_joblib_launcher", reason="hydra-joblib-launcher not installed"
+        "hydra_plugins.hydra_joblib_launcher",
+        reason="hydra-joblib-launcher not installed (pip install -e '.[joblib]')",
     )
     pytest.importorskip(
-        "hydra_plugins.hydra_submitit_launcher", reason="hydra-submitit-launcher not installed"
+        "hydra_plugins.hydra_submitit_launcher",
+        reason="hydra-submitit-launcher not installed (pip install -e '.[submitit]')",
     )
     dsn = postgres_uri.replace("postgresql+psycopg2://", "postgresql://")
     artifacts = tmp_path / "mlartifacts"
