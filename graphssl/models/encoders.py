@@ -119,10 +119,20 @@ class GNNEncoder(nn.Module):
         gnn = self.gnn
         num_layers = len(gnn.convs)
         for i, conv in enumerate(gnn.convs):
-            n_in = sum(nodes[: num_layers - i + 1 + keep])
-            n_out = sum(nodes[: num_layers - i + keep])
-            ei = edge_index[:, : sum(edges[: num_layers - i + keep])]
-            x = conv((x[:n_in], x[:n_out]), ei, size=(n_in, n_out))
+            reach = num_layers - i + keep  # the output rows are the hops below `reach`
+            n_in = sum(nodes[: reach + 1])
+            n_out = sum(nodes[:reach])
+            # With keep > 0 the last output hop was sampled without in-edges (its targets have
+            # none in the batch); a conv with a closed form for such rows skips their messages.
+            n_edged = sum(nodes[: min(reach, len(edges))])
+            ei = edge_index[:, : sum(edges[:reach])]
+            src = _rows(x, n_in)
+            tail = _edgeless_rows(conv, x[n_edged:n_out]) if n_edged < n_out else None
+            if tail is None:
+                x = conv((src, x[:n_out]), ei, size=(n_in, n_out))
+            else:
+                head = conv((src, x[:n_edged]), ei, size=(n_in, n_edged))
+                x = torch.cat([head, tail])
             if i < num_layers - 1:  # as BasicGNN.forward (no jumping knowledge here)
                 x = _between_layers(gnn, i, x)
         return x
@@ -258,6 +268,38 @@ def trim_hops(
     return nodes[: num_layers + 1], edges[:num_layers]
 
 
+def _rows(x: Tensor, n: int) -> Tensor:
+    """The first ``n`` rows of ``x``; ``x`` itself when that is all of it (a slice would cost a
+    zero-filled copy of the whole gradient in the backward pass)."""
+    return x if n == x.size(0) else x[:n]
+
+
+_EMPTY_IS_ZERO = frozenset({"sum", "add", "mean", "max", "min"})
+
+
+def _edgeless_rows(conv: nn.Module, x: Tensor) -> Tensor | None:
+    """``conv``'s output for target rows ``x`` that receive no message, where it has a closed
+    form (``None`` otherwise: the caller runs the conv on them).
+
+    ``SAGEConv`` aggregates an empty neighbourhood to zero, so such a row is
+    ``lin_r(x) + lin_l.bias`` (normalised if the conv normalises): the same value as the full
+    step, without multiplying the zero aggregate by ``lin_l``.
+    """
+    if (
+        isinstance(conv, SAGEConv)
+        and conv.root_weight
+        and isinstance(conv.aggr, str)
+        and conv.aggr in _EMPTY_IS_ZERO
+    ):
+        out: Tensor = conv.lin_r(x)
+        if conv.lin_l.bias is not None:
+            out = out + conv.lin_l.bias
+        if conv.normalize:
+            out = torch.nn.functional.normalize(out, p=2.0, dim=-1)
+        return out
+    return None
+
+
 def _between_layers(gnn: pyg_models.basic_gnn.BasicGNN, i: int, x: Tensor) -> Tensor:
     """What ``BasicGNN.forward`` does after hidden layer ``i``: activation, norm, dropout."""
     if gnn.act is not None and gnn.act_first:
@@ -390,7 +432,7 @@ class GCNEncoder(GNNEncoder):
             block = torch.sparse_csr_tensor(
                 crow[: n_out + 1], col[:nnz], value[:nnz], size=(n_out, n_in)
             )
-            x = conv(x[:n_in], block)
+            x = conv(_rows(x, n_in), block)
             if i < num_layers - 1:  # as BasicGNN.forward (no jumping knowledge here)
                 x = _between_layers(gnn, i, x)
         return x

@@ -79,6 +79,38 @@ def test_first_layer_skips_the_last_hop(cls: type) -> None:
     assert rows == [(n0 + n1 + n2, n0 + n1), (n0 + n1, n0)]
 
 
+def test_kept_hop_rows_equal_untrimmed_and_skip_the_edgeless_hop() -> None:
+    """``output_hops=1`` keeps the rows within one hop of the seeds, each equal to the untrimmed
+    forward; SAGE's first layer then runs its messages only for the rows that have in-edges and
+    computes the last hop's rows (no sampled in-edges) in closed form."""
+    torch.manual_seed(0)
+    encoder = SAGEEncoder(5, 8, num_layers=2).eval()
+    batch = next(iter(make_neighbor_loader(_graph(), [3, 3], batch_size=30)))
+    n0, n1, n2 = batch.num_sampled_nodes
+    targets: list[int] = []
+    for conv in encoder.gnn.convs:
+        conv.register_forward_hook(lambda m, args, out: targets.append(out.size(0)))
+    with torch.no_grad():
+        kept = encoder(
+            batch.x,
+            batch.edge_index,
+            None,
+            batch.num_sampled_nodes,
+            batch.num_sampled_edges,
+            output_hops=1,
+        )
+        full = encoder(batch.x, batch.edge_index)
+    assert kept.shape == (n0 + n1, 8)
+    torch.testing.assert_close(kept, full[: n0 + n1], atol=1e-5, rtol=0)
+    targets.clear()
+    with torch.no_grad():
+        encoder(
+            batch.x, batch.edge_index, None, batch.num_sampled_nodes, batch.num_sampled_edges, 1
+        )
+    assert targets == [n0 + n1, n0 + n1]  # the n2 edgeless rows of layer 0 skipped the conv
+    assert n2 > 0
+
+
 def test_trim_hops_checks_the_counts() -> None:
     x, edge_index = torch.zeros(6, 1), torch.zeros(2, 5, dtype=torch.long)
     assert trim_hops(2, x, edge_index, None, None) is None
