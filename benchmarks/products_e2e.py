@@ -209,10 +209,11 @@ def child_graphssl_capped(args: argparse.Namespace) -> dict[str, float]:
         set_threads,
     )
     from graphssl.training.trainer import Trainer
-    from graphssl.utils import seed_everything
+    from graphssl.utils import configure_allocator, seed_everything
 
     cfg = compose(args, ["trainer.progress=false"])
     set_threads(cfg.num_threads)
+    configure_allocator(str(cfg.cpu_allocator))  # as the train task does
     seed_everything(int(cfg.seed))
     t0 = time.perf_counter()
     dm = build_datamodule(cfg)

@@ -41,6 +41,7 @@ from graphssl.evaluation.emir import (
     pairwise_information_sufficiency,
     predictiveness_graph,
 )
+from graphssl.evaluation.emir.inputs import principal_components
 from graphssl.tracking import artifacts
 from graphssl.tracking.embeddings import download_embeddings, load_payload
 from graphssl.tracking.mlflow_store import flatten
@@ -180,6 +181,8 @@ class CompareResult:
             fitted on (empty when the estimator makes no held-out estimate).
         caveat: why the ranking may not be trusted at this many rows and embedders, or ``None``.
         run_id: the compare run's MLflow id (set by :func:`run_compare`).
+        original_dims: ``{name: width}`` of the embedders ``max_dims`` projected (empty when
+            none was).
     """
 
     names: list[str]
@@ -196,6 +199,7 @@ class CompareResult:
     informativeness_held_out: dict[str, float] = field(default_factory=dict)
     caveat: str | None = None
     run_id: str = ""
+    original_dims: dict[str, int] = field(default_factory=dict)
 
     def community_of(self, name: str) -> int:
         return next(i for i, c in enumerate(self.communities) if name in c)
@@ -233,6 +237,7 @@ class CompareResult:
         out.update(self.correlations)
         out["emir/n_embedders"] = float(len(self.names))
         out["emir/n_rows"] = float(self.n_rows)
+        out.update({f"emir/original_dim/{n}": float(d) for n, d in self.original_dims.items()})
         out["emir/n_communities"] = float(len(self.communities))
         return out
 
@@ -257,6 +262,7 @@ def compare_embeddings(
     max_rows: int | None = None,
     seed: int = 0,
     progress: bool = True,
+    max_dims: int | None = None,
 ) -> CompareResult:
     """EMIR comparison of aligned embedders: information sufficiency, predictiveness graph and
     communities, cross-encoder baseline.
@@ -273,6 +279,10 @@ def compare_embeddings(
         max_rows: use a seeded random subset of this many rows (default: all rows).
         seed: seed of that subset (default: ``0``).
         progress: tqdm bars over pairs on a terminal.
+        max_dims: project every embedder wider than this onto its ``max_dims`` leading
+            principal components (:func:`~graphssl.evaluation.emir.inputs.principal_components`)
+            before estimating; the original widths are kept in ``CompareResult.original_dims``
+            (default: ``None``, every dimension).
 
     Raises:
         ValueError: fewer than 2 embedders, or different row counts.
@@ -288,6 +298,9 @@ def compare_embeddings(
         keep = torch.sort(torch.randperm(n, generator=gen)[:max_rows]).values
         embs = {k: v[keep] for k, v in embs.items()}
         n = max_rows
+    original_dims = {k: int(v.shape[1]) for k, v in embs.items()}
+    if max_dims is not None:
+        embs = {k: principal_components(v, int(max_dims), name=k) for k, v in embs.items()}
     pairwise = pairwise_information_sufficiency(embs, emir or EMIRConfig(), progress)
     names, matrix = list(pairwise.names), pairwise.matrix.numpy()
     info = informativeness(matrix, names)
@@ -296,6 +309,7 @@ def compare_embeddings(
     result = CompareResult(
         names=names, matrix=matrix, informativeness=info, communities=comms, graph=graph, n_rows=n
     )
+    result.original_dims = {k: d for k, d in original_dims.items() if d != int(embs[k].shape[1])}
     held_out = pairwise.informativeness_held_out
     if any(not math.isnan(v) for v in held_out.values()):
         result.informativeness_held_out = held_out
@@ -631,6 +645,7 @@ def run_compare(cfg: DictConfig) -> CompareResult:
             max_rows=cfg.get("max_rows"),
             seed=int(cfg.seed),
             progress=bool(cfg.get("progress", True)),
+            max_dims=cfg.get("max_dims"),
         )
         tracker.log_metrics(result.metrics())
         runs = {e.name: e.run_id for e in embedders}
@@ -643,6 +658,13 @@ def run_compare(cfg: DictConfig) -> CompareResult:
             f"(MLflow run {tracker.run_id}; files in {out_dir})"
         )
         print(ranking_table(result, str(cfg.downstream)))
+        if result.original_dims:
+            print(
+                f"max_dims={cfg.get('max_dims')}: {len(result.original_dims)} embedders were "
+                "compared on their leading principal components (original widths "
+                + ", ".join(f"{k} {d}" for k, d in sorted(result.original_dims.items()))
+                + ")"
+            )
         if result.caveat:
             tracker.set_tags({"graphssl.compare.caveat": result.caveat[:5000]})
             print(f"caveat: {result.caveat}")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 
+import torch
 from torch import Tensor
 
 from graphssl.evaluation._checks import as_float_matrix
 
-__all__ = ["check_pair", "validate_embeddings", "zscore"]
+__all__ = ["check_pair", "principal_components", "validate_embeddings", "zscore"]
 
 
 def zscore(
@@ -84,3 +85,34 @@ def check_pair(u: Tensor, z: Tensor, u_name: str = "u", z_name: str = "z") -> No
             f"{u_name} has {u.shape[0]} rows but {z_name} has {z.shape[0]}; expected the "
             "embeddings of the same N inputs, one row per input in the same order"
         )
+
+
+def principal_components(embeddings: Tensor, k: int, *, name: str = "embeddings") -> Tensor:
+    """The scores of ``embeddings`` on its ``k`` leading principal components.
+
+    Wide embedders (a timm backbone's 1,280 pooled features) make every EMIR pair cost
+    ``O(d_Z^2)`` per row; projecting each embedder onto its top-``k`` principal subspace keeps
+    the directions of most variance and makes the comparison one of those subspaces. The
+    projection is deterministic (eigenvectors of the float64 covariance, each signed so its
+    largest-magnitude loading is positive); a matrix of at most ``k`` dimensions is returned
+    unchanged.
+
+    Args:
+        embeddings: ``[N, D]`` finite matrix.
+        k: number of components, ``>= 1``.
+        name: how the matrix is called in messages.
+
+    Returns:
+        ``[N, min(k, D)]`` float32 scores (centred), in order of decreasing variance.
+    """
+    if int(k) < 1:
+        raise ValueError(f"the number of principal components must be >= 1, got k={k!r}")
+    x = as_float_matrix(embeddings, name=name)
+    if x.shape[1] <= k:
+        return x.float()
+    x = x.double()
+    x = x - x.mean(dim=0)
+    _, vectors = torch.linalg.eigh(x.T @ x)
+    top = vectors[:, -k:].flip(1)  # eigh sorts ascending: the k largest, largest first
+    sign = torch.sign(top.gather(0, top.abs().argmax(dim=0, keepdim=True)))
+    return (x @ (top * sign)).float()

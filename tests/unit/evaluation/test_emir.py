@@ -436,3 +436,44 @@ def test_config_rejects_bad_values() -> None:
         EMIRConfig(average="mean")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="vectorize must be a boolean"):
         EMIRConfig(vectorize="yes")  # type: ignore[arg-type]
+
+
+def test_principal_components_match_a_float64_svd() -> None:
+    from graphssl.evaluation.emir.inputs import principal_components
+
+    g = _gen(3)
+    x = torch.randn(400, 12, generator=g) @ torch.diag(torch.linspace(3.0, 0.1, 12))
+    x = x @ _rotation(12, g) + 5.0
+    scores = principal_components(x, 4)
+    assert scores.shape == (400, 4) and scores.dtype == torch.float32
+    centred = (x - x.mean(0)).double()
+    _, s, vh = torch.linalg.svd(centred, full_matrices=False)
+    expected = centred @ vh[:4].T
+    for j in range(4):  # each component up to its sign
+        a, b = scores[:, j].double(), expected[:, j]
+        assert min((a - b).abs().max(), (a + b).abs().max()) < 1e-4
+    torch.testing.assert_close(scores.double().var(dim=0) * 399, s[:4] ** 2, rtol=1e-4, atol=0)
+    assert torch.equal(principal_components(x, 12), x)  # no wider than k: unchanged
+    assert torch.equal(principal_components(x, 4), scores)  # deterministic, signs included
+    with pytest.raises(ValueError, match="k=0"):
+        principal_components(x, 0)
+
+
+def test_compare_max_dims_projects_the_wide_embedders_only() -> None:
+    from graphssl.tasks.compare import compare_embeddings
+
+    g = _gen(4)
+    latent = torch.randn(300, 3, generator=g)
+    wide = torch.cat([latent, 0.1 * torch.randn(300, 37, generator=g)], dim=1) @ _rotation(40, g)
+    narrow = latent + 0.5 * torch.randn(300, 3, generator=g)
+    config = EMIRConfig(seed=0, n_epochs=2, n_epochs_marg=2, n_jobs=1)
+    result = compare_embeddings(
+        {"wide": wide, "narrow": narrow},
+        emir=config,
+        cross_encoder={"enabled": False},
+        max_dims=5,
+        progress=False,
+    )
+    assert result.original_dims == {"wide": 40}
+    assert result.metrics()["emir/original_dim/wide"] == 40.0
+    assert all(math.isfinite(v) for v in result.informativeness.values())

@@ -1,0 +1,54 @@
+"""The C allocator setting (``cpu_allocator``): freed memory is reused without page faults."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from graphssl.utils import configure_allocator
+
+_FAULTS = textwrap.dedent(
+    """
+    import resource, sys, torch
+    from graphssl.utils import configure_allocator
+    applied = configure_allocator(sys.argv[1])
+    x = torch.ones(32 * 2**20)  # 128 MB, freed: the heap has room for what follows
+    del x
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(20):
+        y = torch.ones(16 * 2**20)  # 64 MB: above glibc's largest mmap threshold
+        del y
+    print(applied, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    """
+)
+
+
+def _page_faults(mode: str) -> tuple[str, int]:
+    out = subprocess.run(
+        [sys.executable, "-c", _FAULTS, mode], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return out[0], int(out[1])
+
+
+@pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+    reason="the setting applies to glibc's allocator; elsewhere it leaves the allocator alone",
+)
+def test_reuse_allocates_a_freed_large_block_without_faulting_it_in_again() -> None:
+    applied, reused = _page_faults("reuse")
+    _, system = _page_faults("system")
+    assert applied == "True"
+    # glibc's default maps and unmaps each 64 MB block: ~16k faults per allocation (4 KiB pages);
+    # reused, a block faults in only when small allocations have fragmented the freed space
+    assert system > 20 * 10_000
+    assert reused < system / 2  # 6 of 20 blocks fault here, against all 20
+
+
+def test_allocator_mode_is_checked() -> None:
+    assert configure_allocator("system") is False
+    with pytest.raises(ValueError, match="cpu_allocator must be one of reuse, system, got 'tcm'"):
+        configure_allocator("tcm")
