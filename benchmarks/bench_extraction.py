@@ -33,7 +33,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 
@@ -43,7 +43,8 @@ import torch_geometric.typing
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from graphssl.data.base import DataModule, Split
+from graphssl.data.base import DataModule
+from graphssl.data.node import InMemoryNodeDataModule
 from graphssl.data.sampler import make_neighbor_loader
 from graphssl.evaluation import extraction
 from graphssl.evaluation.extraction import extract_embeddings
@@ -53,32 +54,6 @@ from graphssl.models.encoders import GCNEncoder, SAGEEncoder
 
 ENCODERS: dict[str, type[nn.Module]] = {"GCN": GCNEncoder, "SAGE": SAGEEncoder}
 FANOUTS: list[list[int]] = [[-1, -1], [10, 10]]
-
-
-class _InMemoryNodeDataModule(DataModule):
-    """Node-level DataModule around one already loaded graph."""
-
-    def __init__(self, name: str, graph: Data) -> None:
-        super().__init__(name)
-        self._graph = graph
-
-    def _setup(self) -> None:
-        pass
-
-    @property
-    def data(self) -> Data:
-        return self._graph
-
-    @property
-    def num_classes(self) -> int:
-        return int(self._graph.y.max()) + 1
-
-    def splits(self) -> Sequence[Split]:
-        idx = torch.arange(self._graph.num_nodes)
-        return [Split(idx[::3], idx[1::3], idx[2::3])]
-
-    def train_dataloader(self) -> Iterable[Data]:
-        return [self._graph]
 
 
 class _EncoderOnly(SSLMethod):
@@ -146,7 +121,7 @@ def _extract(model: nn.Module, dm: DataModule, fanout: list[int] | str | None) -
 
 
 def _bench_dataset(name: str, graph: Data, repeats: int, hidden: int) -> None:
-    dm = _InMemoryNodeDataModule(name, graph)
+    dm = InMemoryNodeDataModule(graph, name=name)
     n = graph.num_nodes
     for fanout in FANOUTS:
         loader = make_neighbor_loader(graph, fanout, extraction.MINI_BATCH_SIZE)
@@ -196,7 +171,7 @@ def _mini_batch_extrapolated(
 
 def _bench_synthetic(graph: Data, hidden: int, batches: int) -> None:
     name = "synth"
-    dm = _InMemoryNodeDataModule(name, graph)
+    dm = InMemoryNodeDataModule(graph, name=name)
     for enc_name, enc_cls in ENCODERS.items():
         model = _EncoderOnly(enc_cls(graph.num_features, hidden, num_layers=2))
         full, sec = _once(partial(_extract, model, dm, None))

@@ -194,6 +194,34 @@ class NodeDataModule(DataModule):
         return [self.data]
 
 
+class InMemoryNodeDataModule(NodeDataModule):
+    """A node-level DataModule around a graph already in memory (a PyG ``Data``).
+
+    For programs and notebooks that build or load their graph themselves; from the command line
+    ``dataset=graph_file`` loads a saved one. Splits: the graph's ``train_mask``, ``val_mask``
+    and ``test_mask`` when it has all three and ``split="public"``, else seeded random
+    fractions (``train_frac``, ``val_frac``, the rest for testing).
+
+    Args:
+        graph: the graph (``x``, ``edge_index``, optional ``y``, ``edge_weight`` and masks).
+        name: dataset name in logs and MLflow (default: ``"in_memory"``).
+        **kwargs: the keyword arguments of :class:`NodeDataModule` (``split``, ``train_frac``,
+            ``val_frac``, ``seed``, ``normalize_features``, ``corruption``, ...).
+    """
+
+    def __init__(self, graph: Data, name: str = "in_memory", **kwargs: Any) -> None:
+        if not isinstance(graph, Data):
+            raise TypeError(
+                f"InMemoryNodeDataModule needs a torch_geometric.data.Data graph, got "
+                f"{type(graph).__name__}"
+            )
+        super().__init__(name, **kwargs)
+        self._graph = graph
+
+    def load(self) -> Data:
+        return self._graph
+
+
 class PlanetoidDataModule(NodeDataModule):
     """Planetoid citation graphs (Yang et al., ICML 2016): ``Cora``, ``CiteSeer``, ``PubMed``.
 

@@ -15,6 +15,7 @@ from torch_geometric.loader import DataLoader
 from torch_geometric.nn import global_mean_pool
 
 from graphssl.data.base import DataModule, Split
+from graphssl.data.node import InMemoryNodeDataModule
 from graphssl.evaluation import extraction
 from graphssl.evaluation.extraction import _select_encoder, extract_embeddings
 from graphssl.methods.base import SSLMethod
@@ -26,32 +27,6 @@ ENCODERS = {"gcn": GCNEncoder, "sage": SAGEEncoder, "gat": GATEncoder}
 
 
 # ---------------------------------------------------------------------- test-local helpers
-class _GraphDataModule(DataModule):
-    """Node-level DataModule around one in-memory graph (a Planetoid graph or a tiny one)."""
-
-    def __init__(self, name: str, graph: Data) -> None:
-        super().__init__(name)
-        self._graph = graph
-
-    def _setup(self) -> None:
-        pass
-
-    @property
-    def data(self) -> Data:
-        return self._graph
-
-    @property
-    def num_classes(self) -> int:
-        return int(self._graph.y.max()) + 1 if "y" in self._graph else 0
-
-    def splits(self) -> Sequence[Split]:
-        idx = torch.arange(self._graph.num_nodes)
-        return [Split(idx[::3], idx[1::3], idx[2::3])]
-
-    def train_dataloader(self) -> Iterable[Data]:
-        return [self._graph]
-
-
 class _GraphLevelDataModule(DataModule):
     """Graph-level DataModule over a list of small graphs, evaluated in batches of 3."""
 
@@ -154,7 +129,7 @@ def test_mini_batch_all_neighbours_equals_full_batch(
     graph = planetoid[dataset]
     torch.manual_seed(0)
     model = _OneEncoderMethod(ENCODERS[kind](graph.num_features, 64, num_layers=2))
-    dm = _GraphDataModule(dataset, graph)
+    dm = InMemoryNodeDataModule(name=dataset, graph=graph)
 
     full, y = extract_embeddings(model, dm)
     assert full.shape == (graph.num_nodes, 64) and full.dtype == torch.float32
@@ -173,7 +148,7 @@ def test_mini_batch_all_neighbours_equals_full_batch(
 def test_sampled_mini_batch_covers_every_node(planetoid: dict[str, Data]) -> None:
     graph = planetoid["Cora"]
     model = _OneEncoderMethod(SAGEEncoder(graph.num_features, 16, num_layers=2))
-    dm = _GraphDataModule("Cora", graph)
+    dm = InMemoryNodeDataModule(name="Cora", graph=graph)
     emb, _ = extract_embeddings(
         model, dm, encoder_source="encoder", mini_batch=True, num_neighbors=[5, 5]
     )
@@ -185,7 +160,7 @@ def test_default_num_neighbors_and_labels_none() -> None:
     graph = _tiny_graph(with_y=False)
     torch.manual_seed(0)
     model = _OneEncoderMethod(GCNEncoder(3, 8, num_layers=2))
-    dm = _GraphDataModule("tiny", graph)
+    dm = InMemoryNodeDataModule(name="tiny", graph=graph)
     full, y = extract_embeddings(model, dm)
     assert y is None
     mini, y_mini = extract_embeddings(model, dm, mini_batch=True)  # num_neighbors=None: [-1,-1]
@@ -207,7 +182,7 @@ def test_default_fanout_follows_the_encoder_depth(
     encoder: nn.Module, source: str, expected: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     graph = _tiny_graph()
-    dm = _GraphDataModule("tiny", graph)
+    dm = InMemoryNodeDataModule(name="tiny", graph=graph)
     seen: list[list[int]] = []
     real = dm.neighbor_loader
 
@@ -225,7 +200,7 @@ def test_default_fanout_follows_the_encoder_depth(
 
 def test_fanout_of_another_depth_is_an_error() -> None:
     model = _OneEncoderMethod(SAGEEncoder(3, 8, num_layers=2))
-    dm = _GraphDataModule("tiny", _tiny_graph())
+    dm = InMemoryNodeDataModule(name="tiny", graph=_tiny_graph())
     with pytest.raises(ValueError, match=r"num_neighbors=\[5, 5, 5\].*3 hop.*2 message-passing"):
         extract_embeddings(model, dm, mini_batch=True, num_neighbors=[5, 5, 5])
     # an encoder whose depth cannot be read keeps the two-hop default and any fanout
@@ -237,14 +212,14 @@ def test_fanout_of_another_depth_is_an_error() -> None:
 def test_training_mode_restored() -> None:
     model = _OneEncoderMethod(SAGEEncoder(3, 8, num_layers=1))
     model.train()
-    extract_embeddings(model, _GraphDataModule("tiny", _tiny_graph()))
+    extract_embeddings(model, InMemoryNodeDataModule(name="tiny", graph=_tiny_graph()))
     assert model.training
 
 
 # ---------------------------------------------------------------------- encoder_source
 def test_explicit_encoder_source_selects_sub_encoder() -> None:
     model = _TeacherStudent()
-    dm = _GraphDataModule("tiny", _tiny_graph())
+    dm = InMemoryNodeDataModule(name="tiny", graph=_tiny_graph())
     auto, _ = extract_embeddings(model, dm)
     teacher, _ = extract_embeddings(model, dm, encoder_source="teacher")
     student, _ = extract_embeddings(model, dm, encoder_source="student")
@@ -253,7 +228,7 @@ def test_explicit_encoder_source_selects_sub_encoder() -> None:
 
 
 def test_unknown_encoder_source_names_model_and_choices() -> None:
-    dm = _GraphDataModule("tiny", _tiny_graph())
+    dm = InMemoryNodeDataModule(name="tiny", graph=_tiny_graph())
     with pytest.raises(ValueError, match=r"'online'.*_TeacherStudent.*\['student', 'teacher'\]"):
         extract_embeddings(_TeacherStudent(), dm, encoder_source="online")
     with pytest.raises(ValueError, match=r"'encoder'.*Linear.*encoder_source='auto'"):

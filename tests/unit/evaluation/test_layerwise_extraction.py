@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from graphssl.data.base import DataModule, Split
+from graphssl.data.node import InMemoryNodeDataModule
 from graphssl.evaluation.extraction import extract_embeddings, plan_extraction
 from graphssl.methods.base import SSLMethod
 from graphssl.methods.bgrl import BGRL
@@ -39,30 +39,6 @@ HUB_IN_EDGES = 400  # in-edges of node 0: more than one edge-bounded chunk may h
 
 
 # ---------------------------------------------------------------------- test-local helpers
-class _NodeDataModule(DataModule):
-    def __init__(self, graph: Data) -> None:
-        super().__init__("generated")
-        self._graph = graph
-
-    def _setup(self) -> None:
-        pass
-
-    @property
-    def data(self) -> Data:
-        return self._graph
-
-    @property
-    def num_classes(self) -> int:
-        return 3
-
-    def splits(self) -> Sequence[Split]:
-        idx = torch.arange(self._graph.num_nodes)
-        return [Split(idx[::3], idx[1::3], idx[2::3])]
-
-    def train_dataloader(self) -> Iterable[Data]:
-        return [self._graph]
-
-
 class _Method(SSLMethod):
     """One encoder; forward is its node embeddings, and says so (forward_encoder)."""
 
@@ -155,7 +131,7 @@ def test_layerwise_equals_full_batch(name: str, kind: str) -> None:
     data = _graph(kind)
     encoder = _trained(ENCODERS[name], data)
     assert layerwise_reason(encoder) is None
-    dm = _NodeDataModule(data)
+    dm = InMemoryNodeDataModule(data)
     model = _Method(encoder)
     full, y = extract_embeddings(model, dm, mode="full")
     # 450 target nodes per chunk: 7 chunks per layer
@@ -187,7 +163,7 @@ def test_edge_bounded_chunks_equal_full_batch(name: str) -> None:
 
 def test_methods_extract_layerwise_through_their_forward_encoder() -> None:
     data = _graph("undirected")
-    dm = _NodeDataModule(data)
+    dm = InMemoryNodeDataModule(data)
     for model in (DGI(GCNEncoder(FEATURES, 32, num_layers=2)), BGRL(SAGEEncoder(FEATURES, 32))):
         full, _ = extract_embeddings(model, dm, mode="full")
         plan = plan_extraction(model, dm, mode="layerwise")
@@ -205,7 +181,7 @@ def test_mini_batch_samples_the_forward_encoders_graph() -> None:
     # GCN through a method's forward: sampled from the full graph's normalisation (the
     # forward encoder's prepare), so all-neighbour mini-batches give the full-batch rows
     data = _graph("directed")
-    dm = _NodeDataModule(data)
+    dm = InMemoryNodeDataModule(data)
     model = DGI(GCNEncoder(FEATURES, 32, num_layers=2))
     full, _ = extract_embeddings(model, dm, mode="full")
     _close(extract_embeddings(model, dm, mini_batch=True)[0], full)
@@ -260,7 +236,7 @@ def test_chunks_cover_every_node_once_within_bounds(max_nodes: int, max_edges: i
 
 # ---------------------------------------------------------------------- auto and fallbacks
 def test_auto_is_full_batch_within_the_budget_and_layerwise_above() -> None:
-    dm = _NodeDataModule(_graph())
+    dm = InMemoryNodeDataModule(_graph())
     model = _Method(GCNEncoder(FEATURES, 64, num_layers=2))
     assert plan_extraction(model, dm).mode == "full"  # no budget
     within = plan_extraction(model, dm, memory_budget_gb=8)
@@ -280,7 +256,7 @@ def test_auto_picks_layerwise_at_products_size() -> None:
         edge_index=torch.zeros(2, 1, dtype=torch.long).expand(2, e),
         num_nodes=n,
     )
-    dm = _NodeDataModule(data)
+    dm = InMemoryNodeDataModule(data)
     plan = plan_extraction(BGRL(SAGEEncoder(100, 256)), dm, memory_budget_gb=8)
     assert plan.mode == "layerwise", plan.reason
     # an arxiv-size graph fits the budget: full-batch
@@ -290,7 +266,9 @@ def test_auto_picks_layerwise_at_products_size() -> None:
         edge_index=torch.zeros(2, 1, dtype=torch.long).expand(2, e),
         num_nodes=n,
     )
-    fits = plan_extraction(BGRL(SAGEEncoder(128, 256)), _NodeDataModule(small), memory_budget_gb=8)
+    fits = plan_extraction(
+        BGRL(SAGEEncoder(128, 256)), InMemoryNodeDataModule(small), memory_budget_gb=8
+    )
     assert fits.mode == "full", fits.reason
 
 
@@ -298,7 +276,7 @@ def test_an_encoder_without_a_layerwise_step_falls_back_with_its_reason(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     data = _graph()
-    dm = _NodeDataModule(data)
+    dm = InMemoryNodeDataModule(data)
     encoder = GCNEncoder(FEATURES, 32, num_layers=2, norm="graph_norm")
     reason = layerwise_reason(encoder)
     assert reason is not None and "GraphNorm" in reason
@@ -318,7 +296,7 @@ def test_an_encoder_without_a_layerwise_step_falls_back_with_its_reason(
 
 
 def test_other_reasons_layerwise_is_not_possible() -> None:
-    dm = _NodeDataModule(_graph())
+    dm = InMemoryNodeDataModule(_graph())
     unnamed = _Unnamed(SAGEEncoder(FEATURES, 32))
     plan = plan_extraction(unnamed, dm, mode="layerwise")
     assert plan.mode == "full" and plan.fallback and "forward_encoder" in plan.reason
@@ -331,7 +309,7 @@ def test_other_reasons_layerwise_is_not_possible() -> None:
 
 
 def test_plan_errors_name_the_value() -> None:
-    dm = _NodeDataModule(_graph())
+    dm = InMemoryNodeDataModule(_graph())
     model = _Method(SAGEEncoder(FEATURES, 32))
     with pytest.raises(ValueError, match="Could not resolve extraction mode 'sampled'"):
         plan_extraction(model, dm, mode="sampled")  # type: ignore[arg-type]
