@@ -42,7 +42,6 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 import argparse
 import contextlib
-import csv
 import io
 import math
 import platform
@@ -60,6 +59,9 @@ from hydra import compose, initialize_config_dir
 from scipy.stats import rankdata
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from emir_study import agreement, csv_text, fmt_rank, rank_desc  # noqa: E402
+
 CONF = REPO / "conf"
 EXPERIMENT = "emir_molecules"
 TASK_EXPERIMENT = "emir_molecules_tasks"
@@ -177,20 +179,8 @@ def mean_ranks(ranks: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     return {n: float(np.mean([ranks[t][n] for t in ranks])) for n in names}
 
 
-def _rank_desc(values: Mapping[str, float]) -> dict[str, float]:
-    """Rank 1 = the largest value (NaN last)."""
-    names = list(values)
-    v = np.array([values[n] for n in names], dtype=np.float64)
-    v = np.where(np.isnan(v), -np.inf, v)
-    return dict(zip(names, (float(r) for r in rankdata(-v, method="average"))))
-
-
 def _metric_name(task: str) -> str:
     return TASKS[task][1].rsplit("_", 1)[-1].upper()
-
-
-def _fmt_rank(r: float) -> str:
-    return f"{r:.0f}" if float(r).is_integer() else f"{r:.1f}"
 
 
 def study_table(
@@ -202,8 +192,8 @@ def study_table(
 ) -> str:
     """The Markdown table: one row per embedder, best mean downstream rank first."""
     info, held, l2 = result.informativeness, result.informativeness_held_out, result.cross_encoder
-    info_rank, held_rank = _rank_desc(info), _rank_desc(held) if held else {}
-    l2_rank = _rank_desc({k: -v for k, v in l2.items()}) if l2 else {}
+    info_rank, held_rank = rank_desc(info), rank_desc(held) if held else {}
+    l2_rank = rank_desc({k: -v for k, v in l2.items()}) if l2 else {}
     head = ["embedder", "d", *(f"{TASKS[t][0]} {_metric_name(t)}" for t in scores)]
     head += ["mean rank", "I_S in-sample", "I_S held-out", "L2"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1))]
@@ -211,11 +201,11 @@ def study_table(
     for m in sorted(members, key=lambda m: (means[m.name], m.name)):
         n = m.name
         cells = [n, str(m.dim)]
-        cells += [f"{scores[t][n]:.3f} ({_fmt_rank(ranks[t][n])})" for t in scores]
+        cells += [f"{scores[t][n]:.3f} ({fmt_rank(ranks[t][n])})" for t in scores]
         cells.append(f"{means[n]:.2f}")
-        cells.append(f"{info[n]:.3f} ({_fmt_rank(info_rank[n])})")
-        cells.append(f"{held[n]:.3f} ({_fmt_rank(held_rank[n])})" if held else "—")
-        cells.append(f"{l2[n]:.4f} ({_fmt_rank(l2_rank[n])})" if l2 else "—")
+        cells.append(f"{info[n]:.3f} ({fmt_rank(info_rank[n])})")
+        cells.append(f"{held[n]:.3f} ({fmt_rank(held_rank[n])})" if held else "—")
+        cells.append(f"{l2[n]:.4f} ({fmt_rank(l2_rank[n])})" if l2 else "—")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -249,19 +239,6 @@ def correlation_rows(
             row[f"spearman_{task}"] = r
         rows.append(row)
     return rows
-
-
-def _agreement(result: Any) -> float | None:
-    """Spearman between the in-sample and the held-out informativeness (None without both)."""
-    from graphssl.tasks.compare import correlation
-
-    if not result.informativeness_held_out:
-        return None
-    names = list(result.informativeness)
-    return correlation(
-        [result.informativeness[n] for n in names],
-        [result.informativeness_held_out[n] for n in names],
-    )[0]
 
 
 def correlation_table(rows: Sequence[Mapping[str, Any]], tasks: Sequence[str]) -> str:
@@ -406,9 +383,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 same = {"from_run": run_ids[m.name]}
                 found = _newest(store, TASK_EXPERIMENT, name, same) if args.reuse else None
                 if found is not None:
-                    metrics = found.metrics
+                    run_metrics = found.metrics
                 else:
-                    metrics = _train(
+                    run_metrics = _train(
                         [
                             *common,
                             *m.overrides(),
@@ -424,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         ],
                         runs_log,
                     )
-                scores[task][m.name] = float(metrics.get(metric, math.nan))
+                scores[task][m.name] = float(run_metrics.get(metric, math.nan))
             print(
                 f"tasks  {m.name:<22} "
                 + " ".join(f"{TASKS[t][0]} {scores[t][m.name]:.3f}" for t in TASKS),
@@ -487,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "is a positive correlation for I_S and a negative one for L2):\n\n"
             )
             report.write(correlation_table(rows_, tasks) + "\n")
-            agree = _agreement(result)
+            agree = agreement(result)
             if agree is not None:
                 report.write(
                     f"\nin-sample vs held-out informativeness over the {len(result.names)} "
@@ -500,8 +477,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for r in rows_:
                 metrics[f"{prefix}/spearman_{r['ranking']}"] = r["spearman"]
                 metrics[f"{prefix}/kendall_{r['ranking']}"] = r["kendall"]
-                for t in tasks:
-                    metrics[f"{prefix}/spearman_{r['ranking']}_{t}"] = r[f"spearman_{t}"]
+                for task in tasks:
+                    metrics[f"{prefix}/spearman_{r['ranking']}_{task}"] = r[f"spearman_{task}"]
                 csv_rows.append({"rows": result.n_rows, **r})
             metrics[f"{prefix}/n_rows"] = float(result.n_rows)
         timings["total"] = time.perf_counter() - t_start
@@ -510,11 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         study.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)})
         study.set_tags({f"graphssl.study.compare_{k}": r.run_id for k, r in results.items()})
         study.log_text(text, "emir_molecules.md")
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=list(csv_rows[0]))
-        writer.writeheader()
-        writer.writerows(csv_rows)
-        study.log_text(buf.getvalue(), "emir_molecules_correlations.csv")
+        study.log_text(csv_text(csv_rows), "emir_molecules_correlations.csv")
         print()
         print(text)
         print(
