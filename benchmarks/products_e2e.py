@@ -209,11 +209,10 @@ def child_graphssl_capped(args: argparse.Namespace) -> dict[str, float]:
         set_threads,
     )
     from graphssl.training.trainer import Trainer
-    from graphssl.utils import configure_allocator, seed_everything
+    from graphssl.utils import allocator, seed_everything
 
     cfg = compose(args, ["trainer.progress=false"])
     set_threads(cfg.num_threads)
-    configure_allocator(str(cfg.cpu_allocator))  # as the train task does
     seed_everything(int(cfg.seed))
     t0 = time.perf_counter()
     dm = build_datamodule(cfg)
@@ -230,7 +229,8 @@ def child_graphssl_capped(args: argparse.Namespace) -> dict[str, float]:
     real = trainer._batches
     trainer._batches = lambda *a: itertools.islice(real(*a), args.max_batches)  # type: ignore
     t0, c0 = time.perf_counter(), time.process_time()
-    fit = trainer.fit(method, dm)
+    with allocator(str(cfg.cpu_allocator)):  # as the train task does
+        fit = trainer.fit(method, dm)
     fit_s = time.perf_counter() - t0
     out = {
         "epoch_cpu_seconds": time.process_time() - c0,

@@ -4,6 +4,7 @@ both take them, and neither imports the other)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import hashlib
@@ -12,7 +13,7 @@ import os
 import platform
 import random
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -134,9 +135,36 @@ def tensor_hash(t: torch.Tensor) -> str:
     return h.hexdigest()
 
 
-#: glibc ``mallopt`` parameters (``malloc.h``)
+#: glibc ``mallopt`` parameters (``malloc.h``) and their defaults
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+_DEFAULT_TRIM_THRESHOLD, _DEFAULT_MMAP_MAX = 128 * 1024, 65536
 _ALLOCATOR_MODES = ("reuse", "system")
+
+
+def check_allocator_mode(mode: str) -> None:
+    """Refuse a ``cpu_allocator`` value other than ``"reuse"`` or ``"system"``."""
+    if mode not in _ALLOCATOR_MODES:
+        raise ValueError(
+            f"cpu_allocator must be one of {', '.join(_ALLOCATOR_MODES)}, got {mode!r}: 'reuse' "
+            "keeps freed memory in the process for the next tensors while training, 'system' "
+            "leaves the C allocator as it is"
+        )
+
+
+def _glibc() -> Any:
+    """The C library when it is glibc (whose ``mallopt`` parameters are meant), else ``None``."""
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        libc = ctypes.CDLL(name)
+    except OSError:
+        return None
+    if not all(hasattr(libc, f) for f in ("mallopt", "malloc_trim", "gnu_get_libc_version")):
+        return None
+    libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    libc.malloc_trim.argtypes = [ctypes.c_size_t]
+    return libc
 
 
 def configure_allocator(mode: str) -> bool:
@@ -147,29 +175,39 @@ def configure_allocator(mode: str) -> bool:
     and unmaps it when freed, so each new activation tensor of that size page-faults its memory
     back in, zero-filled by the kernel: on a neighbour-sampled batch of a large graph that costs
     about four times the elementwise work itself (GraphMAE's products-size batch: 28 % less CPU
-    with ``"reuse"``). The price: resident memory does not shrink after a peak. Elsewhere than
-    glibc (macOS, musl) nothing is changed. ``"system"``: leave the allocator's defaults.
+    with ``"reuse"``). The price: resident memory does not shrink after a peak, hence
+    :func:`allocator`, which restores the defaults afterwards. Elsewhere than glibc (macOS, musl)
+    nothing is changed. ``"system"``: leave the allocator as it is.
 
     Raises:
         ValueError: for a mode other than ``"reuse"`` or ``"system"``.
     """
-    if mode not in _ALLOCATOR_MODES:
-        raise ValueError(
-            f"cpu_allocator must be one of {', '.join(_ALLOCATOR_MODES)}, got {mode!r}: 'reuse' "
-            "keeps freed memory in the process for the next tensors, 'system' leaves the C "
-            "allocator as it is"
-        )
-    if mode == "system":
+    check_allocator_mode(mode)
+    libc = _glibc() if mode == "reuse" else None
+    if libc is None:
         return False
-    name = ctypes.util.find_library("c")
+    ok = libc.mallopt(_M_MMAP_MAX, 0) == 1
+    return bool(ok and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1)
+
+
+def restore_allocator() -> None:
+    """glibc's own treatment of large blocks again, and the freed memory returned to the system
+    (``malloc_trim``); nothing elsewhere than glibc."""
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
+        libc.mallopt(_M_TRIM_THRESHOLD, _DEFAULT_TRIM_THRESHOLD)
+        libc.malloc_trim(0)
+
+
+@contextlib.contextmanager
+def allocator(mode: str) -> Iterator[bool]:
+    """:func:`configure_allocator` ``(mode)`` for the block, :func:`restore_allocator` after it
+    when a setting was applied (so what follows, evaluation on a whole graph's embeddings, gets
+    its large blocks from the system and gives them back); yields whether one was."""
+    applied = configure_allocator(mode)
     try:
-        libc = ctypes.CDLL(name) if name else None
-        mallopt = getattr(libc, "mallopt", None)
-        gnu = getattr(libc, "gnu_get_libc_version", None)
-    except OSError:
-        return False
-    if mallopt is None or gnu is None:  # not glibc: its mallopt parameters may mean otherwise
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    ok = mallopt(_M_MMAP_MAX, 0) == 1
-    return bool(ok and mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1)
+        yield applied
+    finally:
+        if applied:
+            restore_allocator()

@@ -57,7 +57,13 @@ from graphssl.tracking.store import TrackingStore
 from graphssl.tracking.sweep import job_run_name, read_parent
 from graphssl.training.callbacks.checkpoint import ModelCheckpoint
 from graphssl.training.trainer import Callback
-from graphssl.utils import configure_allocator, git_commit, package_versions, seed_everything
+from graphssl.utils import (
+    allocator,
+    check_allocator_mode,
+    git_commit,
+    package_versions,
+    seed_everything,
+)
 
 __all__ = ["build_callbacks", "run_name", "summary_table", "train"]
 
@@ -264,7 +270,7 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
     resolved = apply_debug_limits(resolve_config(cfg))
     check_modalities(resolved)  # an image method on a graph (or a GNN on images): refused now
     validate_train_config(resolved)  # before the store, the run and the datamodule
-    configure_allocator(str(resolved.get("cpu_allocator", "reuse")))
+    check_allocator_mode(str(resolved.get("cpu_allocator", "reuse")))
     store = TrackingStore.from_config(resolved)
     parent = None
     if hc is not None and hc.mode == RunMode.MULTIRUN:
@@ -315,7 +321,8 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
             trainer.resume_from(resume_state, checkpoint_path=ckpt)
         sigterm.trainer = trainer
         t0 = time.perf_counter()
-        fit = trainer.fit(method, dm)
+        with allocator(str(resolved.get("cpu_allocator", "reuse"))):
+            fit = trainer.fit(method, dm)
         timings = {"time/train_seconds": time.perf_counter() - t0, **fit.throughput()}
 
         ev = resolved.eval

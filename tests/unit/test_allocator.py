@@ -52,3 +52,40 @@ def test_allocator_mode_is_checked() -> None:
     assert configure_allocator("system") is False
     with pytest.raises(ValueError, match="cpu_allocator must be one of reuse, system, got 'tcm'"):
         configure_allocator("tcm")
+
+
+_SCOPED = textwrap.dedent(
+    """
+    import os, resource, torch
+    from graphssl.utils import allocator
+
+    def rss_mb():
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    with allocator("reuse") as applied:
+        x = torch.ones(64 * 2**20)  # 256 MB, freed inside the block: kept by the process
+        del x
+        kept = rss_mb()
+    released = kept - rss_mb()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(5):
+        y = torch.ones(16 * 2**20)  # 64 MB
+        del y
+    print(applied, released, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    """
+)
+
+
+@pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+    reason="the setting applies to glibc's allocator; elsewhere it leaves the allocator alone",
+)
+def test_allocator_block_returns_the_memory_and_restores_the_defaults() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _SCOPED], capture_output=True, text=True, check=True
+    ).stdout.split()
+    applied, released_mb, faults_after = out[0], float(out[1]), int(out[2])
+    assert applied == "True"
+    assert released_mb > 200  # the 256 MB kept inside the block went back to the system
+    assert faults_after > 5 * 10_000  # after it, each 64 MB block is mapped afresh again
