@@ -55,7 +55,10 @@ def test_quick_study_logs_tables_correlations_and_runs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     if not (data_dir / "FashionMNIST" / "raw").is_dir():
-        pytest.skip(f"FashionMNIST/raw not found under {data_dir}")
+        pytest.skip(
+            f"the Fashion-MNIST raw files are not under {data_dir}/FashionMNIST/raw: point "
+            "GRAPHSSL_DATA_DIR at a data folder that has them (the study trains on them)"
+        )
     monkeypatch.setenv("GRAPHSSL_DATA_DIR", str(data_dir))
     assert study.main(["--quick", "--store", str(store)]) == 0
     out = capsys.readouterr().out
