@@ -118,9 +118,10 @@ def test_sigkill_between_checkpoints_then_resume_logs_each_step_once(
     sent = [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")]
     chash = run.data.tags["graphssl.config_hash"]
     state = load_checkpoint(outputs_dir / "checkpoints" / chash / "last.pt", chash)
-    # the kill lands after the checkpoint's epoch was sent (on a loaded machine it may land right
-    # after a later checkpoint); resume must then log every remaining step exactly once
-    assert max(sent) >= int(state["epoch"]), "the checkpointed epochs were in the store"
+    # Usually the store holds points past the checkpoint's epoch (resume must not send them
+    # twice); on a loaded machine the sender may lag behind a later checkpoint instead (resume
+    # must then send the journal's unsent points). Either way every step ends up logged once.
+    assert sent and int(state["epoch"]) < 199, "killed between checkpoints, before the end"
     res = run_cli(graphssl_cmd, cli_env, tmp_path, *args, "resume=true")
     assert res.returncode == 0, res.stderr[-3000:]
     (done,) = all_runs(client)
