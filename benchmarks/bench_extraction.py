@@ -113,7 +113,7 @@ def _row(name: str, graph: Data, encoder: str, mode: str, sec: float, extra: str
 def _extract(model: nn.Module, dm: DataModule, fanout: list[int] | str | None) -> Tensor:
     if fanout is None:
         return extract_embeddings(model, dm, encoder_source="encoder", mode="full")[0]
-    if fanout == "layerwise":
+    if isinstance(fanout, str):  # "layerwise"
         return extract_embeddings(model, dm, encoder_source="encoder", mode="layerwise")[0]
     return extract_embeddings(
         model, dm, encoder_source="encoder", mini_batch=True, num_neighbors=fanout
