@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,8 +154,7 @@ def _peak_extra_bytes(fn: Callable[[], Any]) -> int:
     return status("VmHWM") - before
 
 
-@pytest.fixture(scope="module")
-def big() -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+def _big() -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     n, d = 200_000, 64
     gen = torch.Generator().manual_seed(0)
     y = torch.randint(0, 8, (n,), generator=gen)
@@ -162,35 +163,52 @@ def big() -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     return x, y, idx[:2000], idx[2000:4000], idx[4000:]
 
 
+def _run_stage(stage: str, x: Tensor, y: Tensor, train: Tensor, val: Tensor, test: Tensor) -> Any:
+    if stage == "logreg":
+        return LogRegEvaluator(weight_decay=[1.0, 0.0]).evaluate(x, y, train, val, test)
+    if stage == "ridge":
+        return RidgeEvaluator(weight_decay=[1.0]).evaluate(x, y.double(), train, val, test)
+    if stage == "knn":
+        return KNNEvaluator(k=5).evaluate(x, y, train[:200], val, test[:50_000])
+    if stage == "diagnostics":
+        return embedding_diagnostics(x)
+    if stage == "spectrum_figure":
+        from graphssl.evaluation.plots import spectrum_figure
+
+        return spectrum_figure(x, max_rows=None)
+    split = _Split(train, val, test)
+    return run_probes(x, y, [split], {"knn": KNNEvaluator(k=5)}, max_rows=500)
+
+
+def _measure(stage: str) -> None:
+    """Print ``<peak extra bytes> <input bytes>`` of one stage, run in this (fresh) process."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    x, y, train, val, test = _big()
+    _run_stage(stage, x, y, train, val, test)  # warm up (imports, allocator pools)
+    extra = _peak_extra_bytes(lambda: _run_stage(stage, x, y, train, val, test))
+    print(extra, x.numel() * x.element_size())
+
+
 @pytest.mark.skipif(
     not Path("/proc/self/clear_refs").exists(), reason="needs Linux's resettable peak RSS"
 )
 @pytest.mark.parametrize(
     "stage", ["logreg", "ridge", "knn", "diagnostics", "spectrum_figure", "run_probes_capped"]
 )
-def test_float32_evaluation_never_copies_the_matrix_to_float64(
-    stage: str, big: tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
-) -> None:
-    x, y, train, val, test = big
-    input_bytes = x.numel() * x.element_size()
-
-    def run() -> Any:
-        if stage == "logreg":
-            return LogRegEvaluator(weight_decay=[1.0, 0.0]).evaluate(x, y, train, val, test)
-        if stage == "ridge":
-            return RidgeEvaluator(weight_decay=[1.0]).evaluate(x, y.double(), train, val, test)
-        if stage == "knn":
-            return KNNEvaluator(k=5).evaluate(x, y, train[:200], val, test[:50_000])
-        if stage == "diagnostics":
-            return embedding_diagnostics(x)
-        if stage == "spectrum_figure":
-            from graphssl.evaluation.plots import spectrum_figure
-
-            return spectrum_figure(x, max_rows=None)
-        split = _Split(train, val, test)
-        return run_probes(x, y, [split], {"knn": KNNEvaluator(k=5)}, max_rows=500)
-
-    run()  # warm up (imports, allocator pools)
-    extra = _peak_extra_bytes(run)
+def test_float32_evaluation_never_copies_the_matrix_to_float64(stage: str) -> None:
+    # a fresh process: the peak is that of the process, and threads or memory left by other
+    # tests of this session would count in it
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+        f"import test_scale; test_scale._measure({stage!r})"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    extra, input_bytes = map(int, res.stdout.split()[-2:])
     # a float64 copy alone would be twice the input
     assert extra < input_bytes, f"{stage}: peak +{extra / 2**20:.0f} MiB"
