@@ -210,5 +210,5 @@ def test_float32_evaluation_never_copies_the_matrix_to_float64(stage: str) -> No
     )
     assert res.returncode == 0, res.stderr[-3000:]
     extra, input_bytes = map(int, res.stdout.split()[-2:])
-    # a float64 copy alone would be twice the input
-    assert extra < input_bytes, f"{stage}: peak +{extra / 2**20:.0f} MiB"
+    # a float64 copy alone would be twice the input; one float32 working copy (centring) fits
+    assert extra < 1.5 * input_bytes, f"{stage}: peak +{extra / 2**20:.0f} MiB"
