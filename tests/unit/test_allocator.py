@@ -6,10 +6,17 @@ import platform
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from graphssl.utils import configure_allocator
+
+#: the setting applies to glibc's allocator; elsewhere it leaves the allocator alone
+glibc_only = pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+    reason="the setting applies to glibc's allocator; elsewhere it leaves the allocator alone",
+)
 
 _FAULTS = textwrap.dedent(
     """
@@ -34,10 +41,7 @@ def _page_faults(mode: str) -> tuple[str, int]:
     return out[0], int(out[1])
 
 
-@pytest.mark.skipif(
-    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-    reason="the setting applies to glibc's allocator; elsewhere it leaves the allocator alone",
-)
+@glibc_only
 def test_reuse_allocates_a_freed_large_block_without_faulting_it_in_again() -> None:
     applied, reused = _page_faults("reuse")
     _, system = _page_faults("system")
@@ -77,10 +81,7 @@ _SCOPED = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(
-    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-    reason="the setting applies to glibc's allocator; elsewhere it leaves the allocator alone",
-)
+@glibc_only
 def test_allocator_block_returns_the_memory_and_restores_the_defaults() -> None:
     out = subprocess.run(
         [sys.executable, "-c", _SCOPED], capture_output=True, text=True, check=True
@@ -91,13 +92,8 @@ def test_allocator_block_returns_the_memory_and_restores_the_defaults() -> None:
     assert faults_after > 5 * 10_000  # after it, each 64 MB block is mapped afresh again
 
 
-@pytest.mark.skipif(
-    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-    reason="the setting applies to glibc's allocator; elsewhere it leaves the allocator alone",
-)
+@glibc_only
 def test_allocator_benchmark_counts_the_faults_reuse_avoids() -> None:
-    from pathlib import Path
-
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_allocator.py"
     out = subprocess.run(
         [sys.executable, str(script), "--iters", "10", "--repeats", "1"],
