@@ -29,6 +29,7 @@ change the number of threads.
 Usage::
 
     python benchmarks/bench_emir.py                   # all 90 pairs, one worker per core
+    python benchmarks/bench_emir.py --no-vectorize    # the same, one pair at a time
     python benchmarks/bench_emir.py --n-jobs 1        # all 90 pairs in this process
     python benchmarks/bench_emir.py --max-pairs 12    # sample + projection
     python benchmarks/bench_emir.py --paths both --targets 0 5 9 --n-rows 3000 --epochs 2
@@ -110,7 +111,13 @@ def main() -> None:
     )
     parser.add_argument("--targets", type=int, nargs="+", default=None, help="with --paths both")
     parser.add_argument("--epochs", type=int, default=None, help="override n_epochs")
-    parser.add_argument("--vectorize", action="store_true", help="full run: vectorised path")
+    parser.add_argument(
+        "--vectorize",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="full run: all sources of a target in one stacked net (the default); "
+        "--no-vectorize: one pair at a time",
+    )
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -248,9 +255,13 @@ def run_parallel(embeddings: dict[str, torch.Tensor], config: EMIRConfig, n_pair
 def compare_paths(
     embeddings: dict[str, torch.Tensor], config: EMIRConfig, targets: list[int]
 ) -> None:
-    """Per target column: one pair at a time vs one stacked net, alternating, one thread."""
+    """Per target column: one pair at a time vs one stacked net, alternating, one thread,
+    under the allocator setting :func:`pairwise_information_sufficiency` fits with."""
     from graphssl.evaluation.emir.knife import prepare
     from graphssl.evaluation.emir.pairwise import _target_column
+    from graphssl.utils import configure_allocator
+
+    configure_allocator("reuse")
 
     torch.set_num_threads(1)
     names = list(embeddings)

@@ -69,11 +69,11 @@ class EMIRConfig:
             (every source's parameters initialised as the one-pair path initialises them, the
             same minibatch order, one optimizer step for all): the same values as fitting the
             pairs one at a time up to float32 rounding (observed <= 6e-5 after 2 epochs on
-            3,000 rows), fewer, larger operations. On CPU the fit is bound by the matrix
-            products, which already run at the cores' peak one pair at a time, so it saves
-            little (1.35x at d_Z = 64, 1.0x at 256; benchmarks/bench_emir.py --paths both);
-            meant for accelerators, where per-operation overhead dominates. Only used by
-            :func:`pairwise_information_sufficiency` (default: ``False``).
+            3,000 rows), in fewer, larger operations: 1.5x faster for the 90-pair matrix of
+            benchmarks/bench_emir.py on 2 cores. It holds every source's net of a target at
+            once (S times the one-pair memory). Only used by
+            :func:`pairwise_information_sufficiency` (default: ``True``; ``False``: one pair at
+            a time).
     """
 
     batch_size: int = 64
@@ -98,7 +98,7 @@ class EMIRConfig:
     seed: int = 0
     device: str = "cpu"
     n_jobs: int = 1
-    vectorize: bool = False
+    vectorize: bool = True
 
     @property
     def splits_rows(self) -> bool:

@@ -25,6 +25,7 @@ from graphssl.evaluation.emir.knife import (
     train_marginal,
 )
 from graphssl.evaluation.emir.stacked import information_sufficiency_stacked
+from graphssl.utils import allocator, configure_allocator
 
 __all__ = ["PairwiseEMIR", "pairwise_information_sufficiency"]
 
@@ -116,12 +117,22 @@ def _init_worker(
 ) -> None:
     threads = max(1, (os.cpu_count() or 1) // _n_jobs(config.n_jobs, len(names)))
     torch.set_num_threads(threads)
+    configure_allocator("reuse")  # the worker exits when the matrix is done
     _WORKER.update(names=list(names), prepared=dict(prepared), config=config)
 
 
 def _worker_column(j: int) -> tuple[int, list[tuple[int, EMIRResult, float]]]:
     names, prepared, config = _WORKER["names"], _WORKER["prepared"], _WORKER["config"]
     return j, _target_column(j, names, prepared, config)  # type: ignore[arg-type]
+
+
+def _column_cost(j: int, dims: Sequence[int], config: EMIRConfig) -> int:
+    """Multiply-adds per training row of target ``j``'s column: its conditional nets' sizes
+    (the matrix products are what a column's time is made of)."""
+    width = config.ff_dim_hidden if config.ff_dim_hidden > 0 else dims[j]
+    head = width * config.cond_modes * (2 * dims[j] + 1)
+    hidden = (config.ff_layers - 1) * width * width
+    return sum(d_u * width + hidden + head for i, d_u in enumerate(dims) if i != j)
 
 
 def _n_jobs(n_jobs: int, n_targets: int) -> int:
@@ -143,7 +154,10 @@ def pairwise_information_sufficiency(
     default (``config.held_out_estimate``) the kernels are fitted on ``1 - held_out_fraction``
     of the rows and every pair is scored both on those rows and on the held-out rows. With
     ``config.n_jobs > 1`` the targets' columns are computed in that many worker processes
-    (``spawn``); the values are the same as in one process, because every pair is seeded alone.
+    (``spawn``), the most expensive columns first; the values are the same as in one process,
+    because every pair is seeded alone. On glibc the fit keeps freed memory for reuse
+    (:func:`graphssl.utils.configure_allocator` ``("reuse")``; the stacked net's gradients are
+    tens of MB, which glibc would otherwise map and unmap at every step) and gives it back after.
 
     Args:
         embeddings: ``{name: [N, d_name]}``, the same N inputs in the same order everywhere.
@@ -182,8 +196,10 @@ def pairwise_information_sufficiency(
     jobs = _n_jobs(config.n_jobs, len(names))
     try:
         if jobs == 1 or str(config.device) != "cpu":
-            for j in range(len(names)):
-                collect(j, _target_column(j, names, prepared, config))
+            # same-sized tensors every step: keep their memory instead of faulting it back in
+            with allocator("reuse" if str(config.device) == "cpu" else "system"):
+                for j in range(len(names)):
+                    collect(j, _target_column(j, names, prepared, config))
         else:
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -195,7 +211,12 @@ def pairwise_information_sufficiency(
                 initializer=_init_worker,
                 initargs=(names, prepared, config),
             ) as pool:
-                futures = [pool.submit(_worker_column, j) for j in range(len(names))]
+                # longest columns first, so that no worker is left with a long one at the end
+                dims = [int(prepared[name][0].shape[1]) for name in names]
+                order = sorted(
+                    range(len(names)), key=lambda j: _column_cost(j, dims, config), reverse=True
+                )
+                futures = [pool.submit(_worker_column, j) for j in order]
                 for future in as_completed(futures):
                     collect(*future.result())
     finally:

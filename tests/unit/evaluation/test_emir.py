@@ -23,6 +23,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from torch import nn
 
 from graphssl.evaluation.emir import (
     CONDITIONAL_ENTROPY_FLOOR_PER_DIM,
@@ -477,3 +478,16 @@ def test_compare_max_dims_projects_the_wide_embedders_only() -> None:
     assert result.original_dims == {"wide": 40}
     assert result.metrics()["emir/original_dim/wide"] == 40.0
     assert all(math.isfinite(v) for v in result.informativeness.values())
+
+
+def test_column_cost_counts_the_multiply_adds_of_every_source_net() -> None:
+    from graphssl.evaluation.emir.pairwise import _column_cost
+
+    dims = [5, 12, 9]
+    config = EMIRConfig(cond_modes=3, ff_layers=2)
+    for j, d_z in enumerate(dims):
+        nets = [ConditionalKernel(d_u, d_z, 3, ff_layers=2) for i, d_u in enumerate(dims) if i != j]
+        macs = sum(m.weight.numel() for net in nets for m in net.net if isinstance(m, nn.Linear))
+        assert _column_cost(j, dims, config) == macs
+    # the widest target is the most expensive column, the one scheduled first
+    assert max(range(3), key=lambda j: _column_cost(j, dims, config)) == 1
