@@ -33,6 +33,8 @@ Usage::
     python benchmarks/bench_emir.py --n-jobs 1        # all 90 pairs in this process
     python benchmarks/bench_emir.py --max-pairs 12    # sample + projection
     python benchmarks/bench_emir.py --paths both --targets 0 5 9 --n-rows 3000 --epochs 2
+    python benchmarks/bench_emir.py --allocator system  # the full run under glibc's defaults
+    python benchmarks/bench_emir.py --flops           # the matrix products' floor
 """
 
 from __future__ import annotations
@@ -118,13 +120,34 @@ def main() -> None:
         help="full run: all sources of a target in one stacked net (the default); "
         "--no-vectorize: one pair at a time",
     )
+    parser.add_argument(
+        "--allocator",
+        choices=["reuse", "system"],
+        default="reuse",
+        help="EMIRConfig.cpu_allocator of the fits (default: reuse; system: glibc's defaults)",
+    )
+    parser.add_argument(
+        "--flops",
+        action="store_true",
+        help="print the matrix's multiply-add count and the time its products alone take "
+        "(one thread, the output layer's three products at the widest target), then stop",
+    )
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
     extra = {} if args.epochs is None else {"n_epochs": args.epochs}
-    config = EMIRConfig(seed=args.seed, n_jobs=args.n_jobs, vectorize=args.vectorize, **extra)
+    config = EMIRConfig(
+        seed=args.seed,
+        n_jobs=args.n_jobs,
+        vectorize=args.vectorize,
+        cpu_allocator=args.allocator,
+        **extra,
+    )
     embeddings = make_embeddings(args.n_rows, args.dims, seed=args.seed)
+    if args.flops:
+        product_floor(args.dims, int(args.n_rows * (1 - config.held_out_fraction)), config)
+        return
     if args.paths == "both":
         compare_paths(embeddings, config, args.targets or list(range(len(embeddings))))
         return
@@ -252,16 +275,72 @@ def run_parallel(embeddings: dict[str, torch.Tensor], config: EMIRConfig, n_pair
     )
 
 
+def product_floor(dims: list[int], n_fit: int, config: EMIRConfig) -> None:
+    """The matrix products' share of the fit, and their time at the cores' measured speed.
+
+    Counts the multiply-adds of every pair's training (forward, input and weight gradients; no
+    input gradient for the first layer) and times the output layer's three products at the
+    widest target, one thread, minibatch ``config.batch_size``.
+    """
+    from graphssl.evaluation.emir.pairwise import _column_cost
+
+    torch.set_num_threads(1)
+    steps = n_fit * config.n_epochs
+    total = head = 0
+    for j, d_z in enumerate(dims):
+        width = config.ff_dim_hidden if config.ff_dim_hidden > 0 else d_z
+        out = width * config.cond_modes * (2 * d_z + 1)
+        first = sum(d_u * width for i, d_u in enumerate(dims) if i != j)
+        total += 3 * _column_cost(j, dims, config) - first
+        head += 3 * out * (len(dims) - 1)
+    flop = 2.0 * total * steps
+    d_z = max(dims)
+    width = config.ff_dim_hidden if config.ff_dim_hidden > 0 else d_z
+    out = config.cond_modes * (2 * d_z + 1)
+    b = config.batch_size
+    x, w, bias, g = (
+        torch.randn(b, width),
+        torch.randn(out, width),
+        torch.randn(out),
+        torch.randn(b, out),
+    )
+    products = {  # nn.Linear's layout, as ConditionalKernel's output layer
+        "forward": lambda: torch.addmm(bias, x, w.t()),
+        "input gradient": lambda: torch.mm(g, w),
+        "weight gradient": lambda: torch.mm(g.t(), x),
+    }
+    rates = []
+    for name, run in products.items():
+        for _ in range(10):
+            run()
+        start = time.perf_counter()
+        for _ in range(200):
+            run()
+        rate = 2.0 * b * width * out * 200 / (time.perf_counter() - start)
+        rates.append(rate)
+        print(f"{name} [{b}, {width}] x [{width}, {out}]: {rate / 1e9:.1f} GFLOP/s (one thread)")
+    best = len(rates) / sum(1.0 / r for r in rates)  # the three products' combined rate
+    cores = os.cpu_count() or 1
+    print(
+        f"training products of all {len(dims) * (len(dims) - 1)} pairs: {flop / 1e12:.1f} TFLOP, "
+        f"output layer {head / total:.1%} of them; at {best / 1e9:.0f} GFLOP/s (the three "
+        f"together) on each of "
+        f"{cores} cores: {flop / (best * cores) / 60:.2f} min; load avg "
+        + "/".join(f"{v:.2f}" for v in os.getloadavg())
+    )
+
+
 def compare_paths(
     embeddings: dict[str, torch.Tensor], config: EMIRConfig, targets: list[int]
 ) -> None:
     """Per target column: one pair at a time vs one stacked net, alternating, one thread,
-    under the allocator setting :func:`pairwise_information_sufficiency` fits with."""
+    under ``config.cpu_allocator`` (as :func:`pairwise_information_sufficiency` fits)."""
     from graphssl.evaluation.emir.knife import prepare
     from graphssl.evaluation.emir.pairwise import _target_column
     from graphssl.utils import configure_allocator
 
-    configure_allocator("reuse")
+    configure_allocator(config.cpu_allocator)
+    print(f"allocator: {config.cpu_allocator}")
 
     torch.set_num_threads(1)
     names = list(embeddings)

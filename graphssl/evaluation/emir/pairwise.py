@@ -117,7 +117,7 @@ def _init_worker(
 ) -> None:
     threads = max(1, (os.cpu_count() or 1) // _n_jobs(config.n_jobs, len(names)))
     torch.set_num_threads(threads)
-    configure_allocator("reuse")  # the worker exits when the matrix is done
+    configure_allocator(config.cpu_allocator)  # the worker exits when the matrix is done
     _WORKER.update(names=list(names), prepared=dict(prepared), config=config)
 
 
@@ -155,9 +155,9 @@ def pairwise_information_sufficiency(
     of the rows and every pair is scored both on those rows and on the held-out rows. With
     ``config.n_jobs > 1`` the targets' columns are computed in that many worker processes
     (``spawn``), the most expensive columns first; the values are the same as in one process,
-    because every pair is seeded alone. On glibc the fit keeps freed memory for reuse
-    (:func:`graphssl.utils.configure_allocator` ``("reuse")``; the stacked net's gradients are
-    tens of MB, which glibc would otherwise map and unmap at every step) and gives it back after.
+    because every pair is seeded alone. On CPU the fit runs under ``config.cpu_allocator``
+    (:func:`graphssl.utils.allocator`; by default freed memory is kept for the next step's
+    tensors and given back after).
 
     Args:
         embeddings: ``{name: [N, d_name]}``, the same N inputs in the same order everywhere.
@@ -196,8 +196,7 @@ def pairwise_information_sufficiency(
     jobs = _n_jobs(config.n_jobs, len(names))
     try:
         if jobs == 1 or str(config.device) != "cpu":
-            # same-sized tensors every step: keep their memory instead of faulting it back in
-            with allocator("reuse" if str(config.device) == "cpu" else "system"):
+            with allocator(config.cpu_allocator if str(config.device) == "cpu" else "system"):
                 for j in range(len(names)):
                     collect(j, _target_column(j, names, prepared, config))
         else:

@@ -437,6 +437,8 @@ def test_config_rejects_bad_values() -> None:
         EMIRConfig(average="mean")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="vectorize must be a boolean"):
         EMIRConfig(vectorize="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"cpu_allocator must be 'reuse' or 'system', got 'fast'"):
+        EMIRConfig(cpu_allocator="fast")  # type: ignore[arg-type]
 
 
 def test_principal_components_match_a_float64_svd() -> None:
