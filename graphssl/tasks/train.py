@@ -44,7 +44,7 @@ from graphssl.tasks.modality import check_modalities
 from graphssl.tasks.official import ogb_probe_metrics
 from graphssl.tasks.signals import SigtermHandler
 from graphssl.tasks.validate import validate_train_config
-from graphssl.tracking.buffer import FINAL, BufferedRun, journal_path, retry_store
+from graphssl.tracking.buffer import FINAL, JOURNAL_TAG, BufferedRun, journal_path, retry_store
 from graphssl.tracking.conventions import split_config_values, standard_tags
 from graphssl.tracking.embeddings import log_embeddings
 from graphssl.tracking.identity import checkpoint_path, config_hash, resume_target
@@ -287,7 +287,14 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
     with store.start_run(
         job_run_name(run_name(resolved), list(hc.overrides.task) if hc else [], parent),
         parent_run_id=parent["run_id"] if parent else None,
-        tags=masker.mapping({**_tags(hc, resolved), **owner_tags(), HASH_TAG: chash}),
+        tags=masker.mapping(
+            {
+                **_tags(hc, resolved),
+                **owner_tags(),
+                HASH_TAG: chash,
+                JOURNAL_TAG: str(journal_path(checkpoint_path(resolved, chash))),
+            }
+        ),
         run_id=resume_run_id,
         wait_s=store_wait_s,
     ) as tracker:

@@ -27,9 +27,12 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
 if TYPE_CHECKING:
+    from mlflow.entities import Run
+    from mlflow.tracking import MlflowClient
+
     from graphssl.tracking.run import RunTracker
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "StoreUnavailableError",
     "journal_path",
     "retry_store",
+    "send_journal",
 ]
 
 log = logging.getLogger(__name__)
@@ -46,6 +50,8 @@ T = TypeVar("T")
 
 #: a point logged by the training loop (step = epoch) or once at the end (``final``)
 EPOCH, FINAL = "epoch", "final"
+#: the run tag naming the run's journal, for whoever finds the run's process gone
+JOURNAL_TAG = "graphssl.journal"
 #: MLflow error codes that mean the request itself is wrong: retrying cannot help
 _INVALID = frozenset({"INVALID_PARAMETER_VALUE", "BAD_REQUEST", "RESOURCE_ALREADY_EXISTS"})
 
@@ -63,16 +69,49 @@ def journal_path(checkpoint: str | os.PathLike[str]) -> Path:
     return Path(checkpoint).parent / "metrics.jsonl"
 
 
-def is_store_outage(err: BaseException) -> bool:
-    """``True`` when ``err`` says the store is unreachable or cannot write, not that the
-    request was wrong (retrying a wrong request would never succeed)."""
-    from mlflow.exceptions import MlflowException
-
-    if isinstance(err, MlflowException):
-        return str(getattr(err, "error_code", "")) not in _INVALID
+def _is_io_error(err: BaseException) -> bool:
     return isinstance(err, (OSError, ConnectionError, TimeoutError)) or type(
         err
     ).__module__.startswith(("requests", "urllib3", "sqlalchemy"))
+
+
+def unwrap(err: BaseException) -> BaseException:
+    """The error MLflow wrapped in ``err``, when it is not the store's own.
+
+    MLflow's SQL store turns *any* exception raised inside a store call into an
+    ``MlflowException(INTERNAL_ERROR)`` — also one a signal handler raised there, such as
+    submitit's "timed-out" error at a job's time limit. Such an error is not the store's; it
+    must reach the run as itself, not be retried as an outage.
+    """
+    from mlflow.exceptions import MlflowException
+
+    if not isinstance(err, MlflowException) or str(err.error_code) != "INTERNAL_ERROR":
+        return err
+    cause = err.__cause__ or err.__context__  # MLflow wraps with and without ``from``
+    if cause is None or isinstance(cause, MlflowException) or _is_io_error(cause):
+        return err
+    return cause
+
+
+def is_store_outage(err: BaseException) -> bool:
+    """``True`` when ``err`` says the store is unreachable or cannot write, not that the
+    request was wrong (retrying a wrong request would never succeed) nor that something
+    other than the store failed during the call (:func:`unwrap`)."""
+    from mlflow.exceptions import MlflowException
+
+    if unwrap(err) is not err:
+        return False
+    if isinstance(err, MlflowException):
+        return str(getattr(err, "error_code", "")) not in _INVALID
+    return _is_io_error(err)
+
+
+def reraise(err: BaseException) -> NoReturn:
+    """Raise ``err`` — or the foreign error it wraps (:func:`unwrap`), as itself."""
+    inner = unwrap(err)
+    if inner is err:
+        raise err
+    raise inner from None
 
 
 def retry_store(fn: Callable[[], T], wait_s: float, max_backoff_s: float = 30.0) -> T:
@@ -84,7 +123,9 @@ def retry_store(fn: Callable[[], T], wait_s: float, max_backoff_s: float = 30.0)
         try:
             return fn()
         except Exception as err:
-            if not is_store_outage(err) or time.monotonic() + delay > deadline:
+            if not is_store_outage(err):
+                reraise(err)
+            if time.monotonic() + delay > deadline:
                 raise
             if not warned:
                 log.warning(
@@ -120,6 +161,65 @@ def read_journal(path: Path) -> tuple[str | None, list[dict[str, Any]]]:
             elif rec.get("t") in ("m", "tag"):
                 records.append(rec)
     return run_id, records
+
+
+def points_in_store(client: MlflowClient, run_id: str) -> set[tuple[str, int, int]]:
+    """``(key, step, timestamp)`` of every metric point the store holds for ``run_id``."""
+    keys = list(client.get_run(run_id).data.metrics)
+    return {
+        (k, int(m.step), int(m.timestamp))
+        for k in keys
+        for m in client.get_metric_history(run_id, k)
+    }
+
+
+def unsent(
+    records: list[dict[str, Any]], present: set[tuple[str, int, int]]
+) -> tuple[list[tuple[str, float, int, int]], dict[str, str]]:
+    """The journal's points the store lacks (``(key, value, timestamp, step)``) and its tags."""
+    points: list[tuple[str, float, int, int]] = []
+    tags: dict[str, str] = {}
+    for rec in records:
+        if rec["t"] == "tag":
+            tags[str(rec["k"])] = str(rec["v"])
+            continue
+        key, step, ts = str(rec["k"]), int(rec["s"]), int(rec["ts"])
+        if (key, step, ts) not in present:
+            points.append((key, float(rec["v"]), ts, step))
+    return points, tags
+
+
+def send_journal(client: MlflowClient, run: Run) -> int:
+    """Send what a run whose process is gone journaled but never sent; how many points.
+
+    A process killed outright (SIGKILL, a node lost) between an epoch's checkpoint and the
+    next flush leaves points in its journal (tag ``graphssl.journal``) that the store lacks;
+    whoever marks the run ``KILLED`` sends them first, so the store agrees with the
+    checkpoint even when the run is never resumed. A journal that now belongs to another run
+    (a later start of the same configuration) is left alone.
+    """
+    from mlflow.entities import Metric
+
+    path = run.data.tags.get(JOURNAL_TAG)
+    if not path:
+        return 0
+    owner, records = read_journal(Path(path))
+    if owner != run.info.run_id:
+        return 0
+    points, tags = unsent(records, points_in_store(client, run.info.run_id))
+    batch = [Metric(k, v, ts, step) for k, v, ts, step in points]
+    for i in range(0, len(batch), 1000):
+        client.log_batch(run.info.run_id, metrics=batch[i : i + 1000])
+    for k, v in tags.items():
+        client.set_tag(run.info.run_id, k, v)
+    if points:
+        log.warning(
+            "run %s: sent %d metric points its process had journaled in %s but not sent",
+            run.info.run_id,
+            len(points),
+            path,
+        )
+    return len(points)
 
 
 class BufferedRun:
@@ -173,15 +273,10 @@ class BufferedRun:
             if resumed:  # no journal of that attempt: what the store holds was logged
                 self._logged = {(EPOCH, k, step) for k, step, _ in self._points_in_store()}
             return
-        present = self._points_in_store()
-        for rec in records:
-            if rec["t"] == "tag":
-                self._pending_tags[str(rec["k"])] = str(rec["v"])
-                continue
-            key, step, ts = str(rec["k"]), int(rec["s"]), int(rec["ts"])
-            self._logged.add((str(rec.get("kind", EPOCH)), key, step))
-            if (key, step, ts) not in present:
-                self._pending_points.append((key, float(rec["v"]), ts, step))
+        self._logged = {
+            (str(r.get("kind", EPOCH)), str(r["k"]), int(r["s"])) for r in records if r["t"] == "m"
+        }
+        self._pending_points, self._pending_tags = unsent(records, self._points_in_store())
         if self._pending_points or self._pending_tags:
             log.info(
                 "replaying %d metric points from %s into run %s",
@@ -191,18 +286,11 @@ class BufferedRun:
             )
 
     def _points_in_store(self) -> set[tuple[str, int, int]]:
-        """``(key, step, timestamp)`` of every point the store holds for this run."""
-        client = self.tracker.client
         try:
-            keys = list(client.get_run(self.tracker.run_id).data.metrics)
-            return {
-                (k, int(m.step), int(m.timestamp))
-                for k in keys
-                for m in client.get_metric_history(self.tracker.run_id, k)
-            }
+            return points_in_store(self.tracker.client, self.tracker.run_id)
         except Exception as err:
             if not is_store_outage(err):
-                raise
+                reraise(err)
             return set()
 
     def _journal_error(self, err: OSError) -> JournalWriteError:
@@ -278,7 +366,7 @@ class BufferedRun:
                 self._pending_tags = {}
         except Exception as err:
             if not is_store_outage(err):
-                raise
+                reraise(err)
             self._record_failure(err)
             return False
         if self._failures:
@@ -315,7 +403,7 @@ class BufferedRun:
                 return fn()
             except Exception as err:
                 if not is_store_outage(err):
-                    raise
+                    reraise(err)
                 if self._failures == 0:
                     self._record_failure(err)
                 self.outage_error = _short(err)

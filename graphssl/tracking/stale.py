@@ -58,18 +58,37 @@ def runs_of_config(client: MlflowClient, experiment_id: str, config_hash: str) -
     return runs
 
 
+def mark_killed(client: MlflowClient, run: Run, why: str) -> None:
+    """End a run whose process is gone ``KILLED``, saying ``why`` in its ``error`` tag.
+
+    What the process journaled but never sent goes to the store first
+    (:func:`~graphssl.tracking.buffer.send_journal`); a journal that cannot be read or sent is
+    named in the tag instead of blocking the marking.
+    """
+    from graphssl.tracking.buffer import send_journal
+
+    try:
+        sent = send_journal(client, run)
+        if sent:
+            why += f"; the {sent} metric points it had journaled but not sent were sent"
+    except Exception as err:  # the run must not stay RUNNING for a journal
+        why += f"; its metric journal could not be sent ({type(err).__name__}: {err})"
+        log.warning("run %s: could not send its metric journal: %s", run.info.run_id, err)
+    client.set_tag(run.info.run_id, "error", why)
+    client.set_terminated(run.info.run_id, "KILLED")
+
+
 def mark_stale_killed(client: MlflowClient, runs: list[Run], keep: str | None = None) -> int:
     """Mark every stale run in ``runs`` (except ``keep``) as KILLED; returns how many."""
     n = 0
     for run in runs:
         if run.info.run_id != keep and is_stale(run):
-            client.set_tag(
-                run.info.run_id,
-                "error",
+            mark_killed(
+                client,
+                run,
                 "process ended without closing the run (killed?); marked KILLED by "
                 "the next start of the same configuration",
             )
-            client.set_terminated(run.info.run_id, "KILLED")
             log.warning("marked stale run %s as KILLED", run.info.run_id)
             n += 1
     return n

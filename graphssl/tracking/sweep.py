@@ -17,7 +17,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from graphssl.tracking import mlflow_store
-from graphssl.tracking.stale import is_stale
+from graphssl.tracking.stale import is_stale, mark_killed
 from graphssl.tracking.summary import child_label, parse_overrides, summarise_parent, swept_keys
 
 log = logging.getLogger(__name__)
@@ -70,13 +70,12 @@ def close_parent(
     counts = {"children_total": len(children), "children_finished": 0, "children_failed": 0}
     for child in children:
         if is_stale(child):  # its process died without closing it (a killed worker)
-            client.set_tag(
-                child.info.run_id,
-                "error",
+            mark_killed(
+                client,
+                child,
                 "the job's process ended without closing the run (killed worker?); marked "
                 "KILLED when the sweep ended",
             )
-            client.set_terminated(child.info.run_id, "KILLED")
             log.warning("sweep child %s: its process is gone; marked KILLED", child.info.run_id)
         if child.info.status == "FINISHED":
             counts["children_finished"] += 1

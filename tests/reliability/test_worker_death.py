@@ -1,14 +1,18 @@
-"""A sweep survives the death of one worker: that job's run ends KILLED, the others run to the
-end, and the parent run records the counts (joblib with two workers, and submitit_local)."""
+"""A sweep survives the death of one worker: that job's run ends KILLED with every metric point
+it had journaled, the others run to the end, and the parent run records the counts (joblib with
+two workers, and submitit_local)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 from runkit import FAST, all_runs, store_client, wait_for_run
+
+from graphssl.tracking.buffer import read_journal
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -66,6 +70,12 @@ def test_sigkill_one_worker_of_a_four_job_sweep(
     assert killed.info.run_id == victim.info.run_id
     assert killed.info.status == "KILLED"
     assert "marked KILLED when the sweep ended" in killed.data.tags["error"]
+    # every epoch its process journaled reached the store, though SIGKILL left them unsent
+    owner, records = read_journal(Path(killed.data.tags["graphssl.journal"]))
+    assert owner == killed.info.run_id
+    journaled = sorted(r["s"] for r in records if r.get("k") == "train/loss")
+    stored = sorted(m.step for m in client.get_metric_history(killed.info.run_id, "train/loss"))
+    assert len(journaled) >= 3 and stored == journaled
     assert {c.info.status for c in children.values()} == {"FINISHED"}
     for epochs, child in children.items():
         assert len(client.get_metric_history(child.info.run_id, "train/loss")) == int(epochs)

@@ -155,3 +155,125 @@ def test_full_disk_journal_error_names_the_file(store, tmp_path, monkeypatch) ->
     assert info.value.errno == errno.ENOSPC
     assert "the disk is full" in str(info.value) and "metrics.jsonl" in str(info.value)
     assert "resume=true" in str(info.value)
+
+
+class JobTimedOut(Exception):
+    """What a scheduler's signal handler raises wherever the job happens to be (submitit's
+    "timed-out" error at a time limit)."""
+
+
+def test_error_raised_inside_a_store_call_reaches_the_run_as_itself(
+    store, tmp_path, monkeypatch
+) -> None:
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    def timed_out(*_: Any, **__: Any) -> None:
+        raise JobTimedOut("Job not requeued because: timed-out too many times.")
+
+    with store.start_run("r") as tracker:
+        sink = BufferedRun(tracker, tmp_path / "ck" / "metrics.jsonl")
+        sink.log_metrics({"train/loss": 1.0}, step=0)
+        monkeypatch.setattr(SqlAlchemyStore, "_log_metrics", timed_out)
+        # MLflow wraps it as MlflowException(INTERNAL_ERROR): not an outage to retry
+        with pytest.raises(JobTimedOut, match="timed-out"):
+            sink.flush()
+        assert not sink.in_outage
+        with pytest.raises(JobTimedOut):
+            sink.drain(wait_s=60)
+        monkeypatch.undo()
+        assert sink.flush(), "the point is still pending and goes out on the next flush"
+    assert history(store, tracker.run_id)["train/loss"] == [(0, 1.0)]
+
+
+def test_store_errors_stay_outages_or_bad_requests() -> None:
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import (
+        INTERNAL_ERROR,
+        INVALID_PARAMETER_VALUE,
+        RESOURCE_DOES_NOT_EXIST,
+    )
+    from sqlalchemy.exc import OperationalError
+
+    from graphssl.tracking.buffer import is_store_outage, unwrap
+
+    def wrapped(cause: BaseException, code: int) -> MlflowException:
+        try:
+            raise cause
+        except BaseException as err:
+            try:
+                raise MlflowException(str(err), error_code=code) from err
+            except MlflowException as outer:
+                return outer
+
+    locked = wrapped(
+        OperationalError("INSERT", {}, Exception("database is locked")), INTERNAL_ERROR
+    )
+    assert is_store_outage(locked) and unwrap(locked) is locked
+    assert is_store_outage(wrapped(ConnectionError("refused"), INTERNAL_ERROR))
+    assert not is_store_outage(MlflowException("bad key", error_code=INVALID_PARAMETER_VALUE))
+    foreign = wrapped(JobTimedOut("timed-out"), INTERNAL_ERROR)
+    assert not is_store_outage(foreign) and isinstance(unwrap(foreign), JobTimedOut)
+    # only MLflow's wrapper of unknown errors is unwrapped
+    gone = wrapped(KeyError("run"), RESOURCE_DOES_NOT_EXIST)
+    assert unwrap(gone) is gone
+
+
+def _journaled_run(store: TrackingStore, tmp_path: Path, sent: int, journaled: int) -> str:
+    """A run left RUNNING whose journal holds epochs ``0..journaled-1``, of which the store
+    got ``0..sent-1`` (its process was killed between a checkpoint and the next flush)."""
+    from graphssl.tracking.buffer import JOURNAL_TAG
+
+    journal = tmp_path / "ck" / "metrics.jsonl"
+    tracker = store.start_run("r", tags={JOURNAL_TAG: str(journal)})
+    tracker.__enter__()
+    sink = BufferedRun(tracker, journal)
+    for epoch in range(sent):
+        sink.log_metrics({"train/loss": float(epoch)}, step=epoch)
+    sink.flush()
+    for epoch in range(sent, journaled):
+        sink.log_metrics({"train/loss": float(epoch)}, step=epoch)
+    sink.set_tags({"graphssl.collapse_alarm": "none"})
+    sink.sync()
+    return tracker.run_id
+
+
+def test_marking_a_dead_run_killed_sends_what_it_journaled(store, tmp_path) -> None:
+    from graphssl.tracking.stale import mark_killed
+
+    run_id = _journaled_run(store, tmp_path, sent=3, journaled=7)
+    assert len(history(store, run_id)["train/loss"]) == 3
+    mark_killed(store.client, store.client.get_run(run_id), "process gone")
+    run = store.client.get_run(run_id)
+    assert run.info.status == "KILLED"
+    assert history(store, run_id)["train/loss"] == [(e, float(e)) for e in range(7)]
+    assert run.data.tags["graphssl.collapse_alarm"] == "none"
+    assert run.data.tags["error"].startswith("process gone")
+    assert "the 4 metric points it had journaled but not sent were sent" in run.data.tags["error"]
+    # marking again (another start finds it) sends nothing twice
+    mark_killed(store.client, store.client.get_run(run_id), "process gone")
+    assert len(history(store, run_id)["train/loss"]) == 7
+
+
+def test_a_journal_taken_over_by_a_later_run_is_left_alone(store, tmp_path) -> None:
+    from graphssl.tracking.stale import mark_killed
+
+    run_id = _journaled_run(store, tmp_path, sent=2, journaled=5)
+    with store.start_run("later") as later:  # the same configuration started afresh
+        BufferedRun(later, tmp_path / "ck" / "metrics.jsonl").close()
+    mark_killed(store.client, store.client.get_run(run_id), "process gone")
+    assert len(history(store, run_id)["train/loss"]) == 2
+    assert store.client.get_run(run_id).data.tags["error"] == "process gone"
+
+
+def test_a_journal_that_cannot_be_sent_does_not_keep_the_run_running(store, tmp_path) -> None:
+    from graphssl.tracking.buffer import JOURNAL_TAG
+    from graphssl.tracking.stale import mark_killed
+
+    run_id = _journaled_run(store, tmp_path, sent=1, journaled=3)
+    journal = Path(store.client.get_run(run_id).data.tags[JOURNAL_TAG])
+    with journal.open("a") as fh:  # a record no store accepts
+        fh.write('{"t":"m","kind":"epoch","k":"train/loss","v":"not a number","s":3,"ts":1}\n')
+    mark_killed(store.client, store.client.get_run(run_id), "process gone")
+    run = store.client.get_run(run_id)
+    assert run.info.status == "KILLED"
+    assert "its metric journal could not be sent" in run.data.tags["error"]
