@@ -69,10 +69,15 @@ def journal_path(checkpoint: str | os.PathLike[str]) -> Path:
     return Path(checkpoint).parent / "metrics.jsonl"
 
 
+#: modules whose errors are a store's transport or database failing (drivers included, for an
+#: error that reaches graphssl unwrapped)
+_IO_MODULES = ("requests", "urllib3", "sqlalchemy", "sqlite3", "psycopg2", "pymysql")
+
+
 def _is_io_error(err: BaseException) -> bool:
     return isinstance(err, (OSError, ConnectionError, TimeoutError)) or type(
         err
-    ).__module__.startswith(("requests", "urllib3", "sqlalchemy"))
+    ).__module__.startswith(_IO_MODULES)
 
 
 def unwrap(err: BaseException) -> BaseException:

@@ -186,6 +186,8 @@ def test_error_raised_inside_a_store_call_reaches_the_run_as_itself(
 
 
 def test_store_errors_stay_outages_or_bad_requests() -> None:
+    import sqlite3
+
     from mlflow.exceptions import MlflowException
     from mlflow.protos.databricks_pb2 import (
         INTERNAL_ERROR,
@@ -210,6 +212,7 @@ def test_store_errors_stay_outages_or_bad_requests() -> None:
     )
     assert is_store_outage(locked) and unwrap(locked) is locked
     assert is_store_outage(wrapped(ConnectionError("refused"), INTERNAL_ERROR))
+    assert is_store_outage(wrapped(sqlite3.OperationalError("disk I/O error"), INTERNAL_ERROR))
     assert not is_store_outage(MlflowException("bad key", error_code=INVALID_PARAMETER_VALUE))
     foreign = wrapped(JobTimedOut("timed-out"), INTERNAL_ERROR)
     assert not is_store_outage(foreign) and isinstance(unwrap(foreign), JobTimedOut)
