@@ -284,6 +284,7 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
     set_threads(resolved.get("num_threads"))
     seed_everything(int(resolved.seed))
 
+    ckpt = checkpoint_path(resolved, chash)
     with store.start_run(
         job_run_name(run_name(resolved), list(hc.overrides.task) if hc else [], parent),
         parent_run_id=parent["run_id"] if parent else None,
@@ -292,7 +293,7 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
                 **_tags(hc, resolved),
                 **owner_tags(),
                 HASH_TAG: chash,
-                JOURNAL_TAG: str(journal_path(checkpoint_path(resolved, chash))),
+                JOURNAL_TAG: str(journal_path(ckpt)),
             }
         ),
         run_id=resume_run_id,
@@ -312,7 +313,6 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
             method.load_state_dict(start)
         log.info("training %s on %s", type(method).__name__, dm)
         # metrics go to a journal beside the checkpoint first, so losing the store loses none
-        ckpt = checkpoint_path(resolved, chash)
         sink = BufferedRun(tracker, journal_path(ckpt), resumed=tracker.resumed)
         tracker.before_exit.append(sink.close)  # also when the run fails or is killed
         configured, by_name = build_callbacks(resolved, dm, sink, checkpoint_path=ckpt)

@@ -203,7 +203,7 @@ def send_journal(client: MlflowClient, run: Run) -> int:
     checkpoint even when the run is never resumed. A journal that now belongs to another run
     (a later start of the same configuration) is left alone.
     """
-    from mlflow.entities import Metric
+    from graphssl.tracking.mlflow_store import log_timed_metrics
 
     path = run.data.tags.get(JOURNAL_TAG)
     if not path:
@@ -212,9 +212,7 @@ def send_journal(client: MlflowClient, run: Run) -> int:
     if owner != run.info.run_id:
         return 0
     points, tags = unsent(records, points_in_store(client, run.info.run_id))
-    batch = [Metric(k, v, ts, step) for k, v, ts, step in points]
-    for i in range(0, len(batch), 1000):
-        client.log_batch(run.info.run_id, metrics=batch[i : i + 1000])
+    log_timed_metrics(client, run.info.run_id, points)
     for k, v in tags.items():
         client.set_tag(run.info.run_id, k, v)
     if points:

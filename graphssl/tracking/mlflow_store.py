@@ -316,9 +316,19 @@ def log_metrics(
     points: Iterable[tuple[str, float, int]],
 ) -> None:
     """Log ``(key, value, step)`` points with ``log_batch`` (1000 per call)."""
+    now = int(time.time() * 1000)
+    log_timed_metrics(mlflow_client, run_id, ((k, v, now, s) for k, v, s in points))
+
+
+def log_timed_metrics(
+    mlflow_client: MlflowClient,
+    run_id: str,
+    points: Iterable[tuple[str, float, int, int]],
+) -> None:
+    """Log ``(key, value, timestamp_ms, step)`` points with ``log_batch`` (1000 per call); a
+    replayed journal keeps its timestamps, so MLflow ignores a point it already has."""
     from mlflow.entities import Metric
 
-    now = int(time.time() * 1000)
-    batch = [Metric(k, float(v), now, int(s)) for k, v, s in points]
+    batch = [Metric(k, float(v), int(ts), int(s)) for k, v, ts, s in points]
     for i in range(0, len(batch), 1000):
         mlflow_client.log_batch(run_id, metrics=batch[i : i + 1000])

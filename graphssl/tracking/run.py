@@ -147,11 +147,7 @@ class RunTracker:
     def log_timed_points(self, points: list[tuple[str, float, int, int]]) -> None:
         """Log ``(key, value, timestamp_ms, step)`` points (a replayed journal keeps its
         timestamps, so MLflow ignores a point it already has)."""
-        from mlflow.entities import Metric
-
-        batch = [Metric(k, float(v), int(ts), int(s)) for k, v, ts, s in points]
-        for i in range(0, len(batch), 1000):
-            self.client.log_batch(self.run_id, metrics=batch[i : i + 1000])
+        mlflow_store.log_timed_metrics(self.client, self.run_id, points)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         for k, v in tags.items():
