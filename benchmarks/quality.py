@@ -423,6 +423,8 @@ def finite(values: list[float]) -> list[float]:
 
 
 def fmt(values: list[float]) -> str:
+    """``mean ± std`` of the finite values; "—" when there are none (a probe that was not run)."""
+    values = finite(values)
     if not values:
         return "—"
     mean = statistics.fmean(values)
