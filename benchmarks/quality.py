@@ -567,9 +567,9 @@ def main(argv: list[str] | None = None) -> int:
             f"| {fmt([r.spec for r in results])} | {pub} | {diff} "
             f"| {fmt([r.papers for r in results])} "
             f"({', '.join(sorted({r.papers_probe for r in results}))}) | {sec:.0f} "
-            f"| {fmt(finite([r.baseline for r in results]))} "
-            f"| {fmt(finite([r.gain for r in results]))} "
-            f"| {fmt(finite([r.val for r in results]))} |"
+            f"| {fmt([r.baseline for r in results])} "
+            f"| {fmt([r.gain for r in results])} "
+            f"| {fmt([r.val for r in results])} |"
         )
     return 0 if all(math.isfinite(r.ours) for _, _, rs in rows for r in rs) else 1
 

@@ -157,3 +157,10 @@ def test_papers_column_prefers_the_methods_own_probe(quality: ModuleType) -> Non
     assert quality.papers_metric("grace", "citeseer", metrics) == ("grace", "probe/grace/test_acc")
     assert quality.papers_metric("dgi", "citeseer", metrics) == ("adam", "probe/adam/test_acc")
     assert quality.papers_metric("graphcl", "mutag", {}) == ("svc", "probe/svc/test_acc")
+
+
+def test_a_column_whose_probe_was_not_run_prints_a_dash(quality: ModuleType) -> None:
+    nan = float("nan")
+    assert quality.fmt([nan, nan, nan]) == "—"  # e.g. the SVM column under ~eval.probes.svc
+    assert quality.fmt([0.5, nan, 0.7]) == quality.fmt([0.5, 0.7])  # mean ± std of the finite
+    assert quality.fmt([]) == "—"
