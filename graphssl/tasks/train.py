@@ -42,7 +42,7 @@ from graphssl.tasks.components import (
 from graphssl.tasks.debug import apply_debug_limits
 from graphssl.tasks.modality import check_modalities
 from graphssl.tasks.official import ogb_probe_metrics
-from graphssl.tasks.signals import SigtermHandler
+from graphssl.tasks.signals import TaskSignals
 from graphssl.tasks.validate import validate_train_config
 from graphssl.tracking.buffer import FINAL, JOURNAL_TAG, BufferedRun, journal_path, retry_store
 from graphssl.tracking.conventions import split_config_values, standard_tags
@@ -56,7 +56,7 @@ from graphssl.tracking.stale import HASH_TAG, owner_tags
 from graphssl.tracking.store import TrackingStore
 from graphssl.tracking.sweep import job_run_name, read_parent
 from graphssl.training.callbacks.checkpoint import ModelCheckpoint
-from graphssl.training.trainer import Callback
+from graphssl.training.trainer import Callback, TrainingInterrupted
 from graphssl.utils import (
     allocator,
     check_allocator_mode,
@@ -257,14 +257,16 @@ def build_callbacks(
 def train(cfg: DictConfig) -> dict[str, float]:
     """Train, evaluate and log one configured run; returns its final metrics.
 
-    SIGTERM is handled like Ctrl-C while it runs (:class:`~graphssl.tasks.signals.SigtermHandler`):
-    the run ends ``KILLED``, after checkpointing the current epoch when checkpoints are on.
+    SIGTERM is handled like Ctrl-C while it runs (:class:`~graphssl.tasks.signals.TaskSignals`):
+    the run ends ``KILLED``, after checkpointing the current epoch when checkpoints are on. A
+    scheduler's time-limit warning (submitit's SIGUSR2) during training stops it after the
+    current epoch, then reaches the scheduler's handler outside any store call.
     """
-    with SigtermHandler() as sigterm:
-        return _train(cfg, sigterm)
+    with TaskSignals() as signals:
+        return _train(cfg, signals)
 
 
-def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
+def _train(cfg: DictConfig, signals: TaskSignals) -> dict[str, float]:
     t_start = time.perf_counter()
     hc = _hydra()
     resolved = apply_debug_limits(resolve_config(cfg))
@@ -326,10 +328,15 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
         trainer.checkpoint_extra = {"mlflow_run_id": tracker.run_id}
         if resume_state is not None:
             trainer.resume_from(resume_state, checkpoint_path=ckpt)
-        sigterm.trainer = trainer
+        signals.trainer = trainer
         t0 = time.perf_counter()
-        with allocator(str(resolved.get("cpu_allocator", "reuse"))):
-            fit = trainer.fit(method, dm)
+        try:
+            with allocator(str(resolved.get("cpu_allocator", "reuse"))):
+                fit = trainer.fit(method, dm)
+        except TrainingInterrupted:
+            signals.deliver()  # a time-limit warning stopped training: the scheduler's error
+            raise
+        signals.deliver()
         timings = {"time/train_seconds": time.perf_counter() - t0, **fit.throughput()}
 
         ev = resolved.eval
@@ -374,6 +381,7 @@ def _train(cfg: DictConfig, sigterm: SigtermHandler) -> dict[str, float]:
         metrics.update(_classifier_metrics(method, z, y, dm, str(resolved.trainer.device)))
         timings["time/probe_seconds"] = time.perf_counter() - t0
         metrics.update(untrained_baseline(resolved, dm, method, metrics))  # after the trained work
+        signals.deliver()  # a time-limit warning whose error evaluation code swallowed
         metrics.update(timings)
         metrics["time/total_seconds"] = time.perf_counter() - t_start
         measured, config_values = split_config_values(metrics)

@@ -120,6 +120,14 @@ def array_id_of(sweep_dir: Path) -> str:
     return ids[0]
 
 
+def job_log(outputs: Path, job: str, tail: int = 4000) -> str:
+    """The end of a job's stdout and stderr, as submitit keeps them in the sweep folder."""
+    text = []
+    for path in sorted(outputs.glob(f"multiruns/*/*/.submitit/{job}/*_log.*")):
+        text.append(f"--- {path.name}\n{path.read_text(errors='replace')[-tail:]}")
+    return "\n".join(text) or f"(no log of job {job} under {outputs})"
+
+
 def children_by_epochs(children: list) -> dict[str, object]:
     return {r.data.params["trainer.epochs"]: r for r in children}
 
@@ -265,7 +273,7 @@ def test_slurm_timeout_ends_runs_with_checkpoint(
         job = array_id_of(Path(parent.data.tags["graphssl.sweep_dir"]))
         states = job_states(slurm_env, job)
         assert len(states) == 1, states
-        runs[name] = (client, children[0], next(iter(states.values())))
+        runs[name] = (client, children[0], next(iter(states.values())), job_log(out, job))
         # the checkpoint of a completed epoch is there and loads
         run = children[0]
         chash = run.data.tags["graphssl.config_hash"]
@@ -279,13 +287,15 @@ def test_slurm_timeout_ends_runs_with_checkpoint(
             f"{name}: checkpoint of {epochs} epochs, store has {len(stored)} "
             f"(error tag: {run.data.tags.get('error')!r}); sweep stderr: {stderr[name][-2000:]}"
         )
-    # warned: the job ended itself before the limit, with the reason on the run
-    _, run, slurm_state = runs["warned"]
-    assert slurm_state == "COMPLETED"
-    assert run.info.status == "FAILED"
-    assert "timed-out" in run.data.tags.get("error", ""), run.data.tags
+    # warned: the job ended itself before the limit, with the reason on the run; the warning
+    # stopped training after an epoch, so the error was raised outside any store call
+    _, run, slurm_state, log = runs["warned"]
+    assert run.info.status == "FAILED", f"{run.data.tags}\njob log:\n{log}"
+    assert "timed-out" in run.data.tags.get("error", ""), f"{run.data.tags}\njob log:\n{log}"
+    assert slurm_state == "COMPLETED", f"job log:\n{log}"
+    assert "SIGUSR2 received" in log, log
     # hard: SLURM ended it at the limit; the launcher says so, and so must the run
-    _, run, slurm_state = runs["hard"]
+    _, run, slurm_state, _ = runs["hard"]
     assert slurm_state == "TIMEOUT"
     assert "state: TIMEOUT" in stderr["hard"], stderr["hard"][-3000:]
     assert run.info.status == "KILLED", "SLURM's SIGTERM at the limit must end the run KILLED"
