@@ -319,6 +319,15 @@ def product_floor(dims: list[int], n_fit: int, config: EMIRConfig) -> None:
         rate = 2.0 * b * width * out * 200 / (time.perf_counter() - start)
         rates.append(rate)
         print(f"{name} [{b}, {width}] x [{width}, {out}]: {rate / 1e9:.1f} GFLOP/s (one thread)")
+    # the same forward product in bfloat16: what a lower-precision product would buy here
+    xb, wb, biasb = x.bfloat16(), w.bfloat16(), bias.bfloat16()
+    for _ in range(3):
+        torch.addmm(biasb, xb, wb.t())
+    start = time.perf_counter()
+    for _ in range(20):
+        torch.addmm(biasb, xb, wb.t())
+    rate_bf16 = 2.0 * b * width * out * 20 / (time.perf_counter() - start)
+    print(f"forward in bfloat16: {rate_bf16 / 1e9:.1f} GFLOP/s (one thread)")
     best = len(rates) / sum(1.0 / r for r in rates)  # the three products' combined rate
     cores = os.cpu_count() or 1
     print(
