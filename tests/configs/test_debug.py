@@ -63,3 +63,15 @@ def test_debug_fast_shrinks_only_datasets_that_can_shrink() -> None:
     assert "subset" not in cora.dataset
     plain = apply_debug_limits(resolve_config(compose_with("experiment=model_zoo")))
     assert plain.dataset.subset == 10000
+
+
+def test_debug_fast_caps_only_probes_with_an_iteration_budget() -> None:
+    from graphssl.tasks.debug import apply_debug_limits
+
+    fast = apply_debug_limits(resolve_config(compose_with("experiment=graphcl_nci1", "debug=fast")))
+    assert fast.eval.probes.logreg.max_iter == 100
+    assert "max_iter" not in fast.eval.probes.knn  # no such key: left as it is
+    papers = apply_debug_limits(resolve_config(compose_with("eval=graph_papers", "debug=fast")))
+    assert papers.eval.probes.knn is None and "max_iter" not in papers.eval.probes.svc
+    plain = apply_debug_limits(resolve_config(compose_with("experiment=graphcl_nci1")))
+    assert plain.eval.probes.logreg.max_iter == 5000
