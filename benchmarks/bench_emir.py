@@ -35,6 +35,7 @@ Usage::
     python benchmarks/bench_emir.py --paths both --targets 0 5 9 --n-rows 3000 --epochs 2
     python benchmarks/bench_emir.py --allocator system  # the full run under glibc's defaults
     python benchmarks/bench_emir.py --flops           # the matrix products' floor
+    python benchmarks/bench_emir.py --profile 9 --n-rows 3000 --epochs 2  # one column, by op
 """
 
 from __future__ import annotations
@@ -127,6 +128,14 @@ def main() -> None:
         help="EMIRConfig.cpu_allocator of the fits (default: reuse; system: glibc's defaults)",
     )
     parser.add_argument(
+        "--profile",
+        type=int,
+        default=None,
+        metavar="TARGET",
+        help="profile the stacked fit of one target column (one thread, --n-rows, --epochs): "
+        "wall time, the products' effective rate and torch.profiler's top operators, then stop",
+    )
+    parser.add_argument(
         "--flops",
         action="store_true",
         help="print the matrix's multiply-add count and the time its products alone take "
@@ -147,6 +156,9 @@ def main() -> None:
     embeddings = make_embeddings(args.n_rows, args.dims, seed=args.seed)
     if args.flops:
         product_floor(args.dims, int(args.n_rows * (1 - config.held_out_fraction)), config)
+        return
+    if args.profile is not None:
+        profile_column(embeddings, config, args.profile)
         return
     if args.paths == "both":
         compare_paths(embeddings, config, args.targets or list(range(len(embeddings))))
@@ -337,6 +349,44 @@ def product_floor(dims: list[int], n_fit: int, config: EMIRConfig) -> None:
         f"{cores} cores: {flop / (best * cores) / 60:.2f} min; load avg "
         + "/".join(f"{v:.2f}" for v in os.getloadavg())
     )
+
+
+def profile_column(embeddings: dict[str, torch.Tensor], config: EMIRConfig, target: int) -> None:
+    """Where one target column's stacked fit spends its time: one thread, under
+    ``config.cpu_allocator``, a warm-up fit, one timed fit, then one under torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from graphssl.evaluation.emir.knife import prepare
+    from graphssl.evaluation.emir.stacked import _train_stacked
+    from graphssl.utils import allocator
+
+    torch.set_num_threads(1)
+    names = list(embeddings)
+    prepared = [prepare(embeddings[n], n, config)[0] for n in names]
+    n_fit = int(prepared[0].shape[0] * (1 - config.held_out_fraction))
+    z = prepared[target][:n_fit]
+    us = [u[:n_fit] for i, u in enumerate(prepared) if i != target]
+    d_z = int(z.shape[1])
+    width = config.ff_dim_hidden if config.ff_dim_hidden > 0 else d_z
+    head = width * config.cond_modes * (2 * d_z + 1)
+    hidden = (config.ff_layers - 1) * width * width
+    # forward and two gradients, no input gradient for the first layer
+    macs = sum(3 * (hidden + head) + 2 * int(u.shape[1]) * width for u in us)
+    flop = 2.0 * macs * n_fit * config.n_epochs
+    with allocator(config.cpu_allocator):
+        _train_stacked(us, z, 1.0, replace(config, n_epochs=1))  # warm-up
+        start = time.perf_counter()
+        _train_stacked(us, z, 1.0, config)
+        wall = time.perf_counter() - start
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            _train_stacked(us, z, 1.0, config)
+    print(
+        f"target {names[target]} (d_Z = {d_z}), {len(us)} sources, {n_fit} rows, "
+        f"{config.n_epochs} epochs: {wall:.2f} s wall; products {flop / 1e9:.1f} GFLOP, "
+        f"{flop / wall / 1e9:.1f} GFLOP/s over the whole fit; load avg "
+        + "/".join(f"{v:.2f}" for v in os.getloadavg())
+    )
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
 
 
 def compare_paths(

@@ -29,8 +29,9 @@ def apply_debug_limits(cfg: DictConfig) -> DictConfig:
     evaluation = cfg.get("eval")
     probes = evaluation.get("probes") if isinstance(evaluation, DictConfig) else None
     if isinstance(probes, DictConfig):
+        probe_limits = limits.get("probes") or {}
         for name in probes:
-            _set_present(probes.get(name), limits.get("probes") or {})
+            _set_present(probes.get(name), probe_limits)
     return cfg
 
 

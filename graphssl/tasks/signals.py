@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -124,12 +123,9 @@ class TaskSignals:
     def _call_previous(self) -> None:
         assert self._warning is not None
         signum, frame = self._warning
-        handler: Callable[[int, FrameType | None], Any] | None = None
         previous = self._previous.get(signum)
         if callable(previous):
-            handler = previous
-        if handler is not None:
-            handler(signum, frame)
+            previous(signum, frame)
 
 
 def _name(signum: int) -> str:

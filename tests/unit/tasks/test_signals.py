@@ -25,7 +25,10 @@ from graphssl.training.checkpoint import load_checkpoint
 from graphssl.training.trainer import Callback, Trainer, TrainingInterrupted
 from graphssl.utils import seed_everything
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="POSIX signals only")
+pytestmark = pytest.mark.skipif(
+    not hasattr(signal, "SIGUSR2"),
+    reason="this platform (Windows) has no SIGUSR2, the signal SLURM and submitit warn a job with",
+)
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
 
