@@ -30,6 +30,7 @@ from graphssl.evaluation.emir import (
     pairwise_information_sufficiency,
     predictiveness_graph,
 )
+from graphssl.evaluation.evaluator import Evaluation, EvaluationResult
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.knn import KNNEvaluator
 from graphssl.evaluation.linear_probe import (
@@ -47,6 +48,8 @@ __all__ = [
     "SPEC_WEIGHT_DECAYS",
     "EMIRConfig",
     "EMIRResult",
+    "Evaluation",
+    "EvaluationResult",
     "KNNEvaluator",
     "LogRegEvaluator",
     "Probe",

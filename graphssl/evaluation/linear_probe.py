@@ -14,7 +14,7 @@ from __future__ import annotations
 import numbers
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -329,6 +329,8 @@ class LogRegEvaluator(Probe):
         if self.multilabel:
             return (logits > 0).long()
         return self.classes_[logits.argmax(dim=1)]
+
+    tasks: ClassVar[tuple[Task, ...]] = ("classification", "multilabel")
 
     @property
     def task(self) -> Task:

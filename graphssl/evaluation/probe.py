@@ -8,8 +8,9 @@ and returns ``{"<split>_<metric>": value, ...}`` plus the hyperparameters the pr
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import Tensor
@@ -48,6 +49,31 @@ class Probe(ABC):
     #: dtype :meth:`_evaluate` receives the embeddings in; ``None``: float32 or float64 as given
     #: (float16/bfloat16 become float32).
     input_dtype: torch.dtype | None = torch.float64
+
+    #: The dataset tasks this probe serves: an evaluation keeps, for a regression or multilabel
+    #: dataset, the configured probes that declare its task (a probe serving ``"multilabel"``
+    #: besides single-label classification takes a ``multilabel`` parameter that switches it).
+    tasks: ClassVar[tuple[Task, ...]] = ("classification",)
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor's parameters and their values (scikit-learn's contract: each
+        ``__init__`` parameter is stored under its own name)."""
+        out: dict[str, Any] = {}
+        for name, param in inspect.signature(type(self).__init__).parameters.items():
+            if name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            if not hasattr(self, name):
+                raise AttributeError(
+                    f"{type(self).__name__} does not store its parameter {name!r} as an "
+                    f"attribute of the same name; expected every __init__ parameter stored "
+                    f"unchanged (scikit-learn's estimator contract)"
+                )
+            out[name] = getattr(self, name)
+        return out
+
+    def clone(self, **params: Any) -> Probe:
+        """A new, unfitted probe with the same parameters, ``params`` replaced."""
+        return type(self)(**{**self.get_params(), **params})
 
     @property
     def task(self) -> Task:

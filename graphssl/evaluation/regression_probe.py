@@ -8,7 +8,7 @@ float32: only the training rows, and chunks of the scored rows, are cast to floa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -112,6 +112,8 @@ class RidgeEvaluator(Probe):
             )
         pred = self._predict_rows(x, None)
         return pred[:, 0] if self._one_dimensional else pred
+
+    tasks: ClassVar[tuple[Task, ...]] = ("regression",)
 
     @property
     def task(self) -> Task:

@@ -1,30 +1,91 @@
-"""What the tasks build from a composed config: the resolved config, the datamodule, the
-method, the probes that fit the dataset, and the run's configured extraction."""
+"""What the tasks build from a composed config: the resolved and checked config, the run's
+identity, the datamodule, the method and the evaluation."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from graphssl.data.base import DataModule
-from graphssl.evaluation.extraction import ExtractionPlan, extract_embeddings, plan_extraction
-from graphssl.evaluation.runner import evaluation_settings, run_probes
+from graphssl.evaluation import Evaluation
+from graphssl.evaluation.extraction import ExtractionPlan
 from graphssl.methods.base import SSLMethod
+from graphssl.tracking import Launch, RunIdentity
+from graphssl.tracking.identity import config_hash
+from graphssl.utils import check_allocator_mode
 
 __all__ = [
+    "CALLBACK_KEYS",
     "build_datamodule",
+    "build_evaluation",
     "build_method",
     "build_probes",
     "configured_extraction",
     "configured_extraction_plan",
+    "configured_probes",
     "method_config",
-    "probe_configs",
+    "prepare_train_config",
     "resolve_config",
+    "run_identity",
+    "run_name",
     "set_threads",
 ]
+
+
+def run_name(cfg: DictConfig) -> str:
+    """``logger.run_name``, else ``<model>-<dataset>``."""
+    name = cfg.logger.get("run_name")
+    if name:
+        return str(name)
+    model = str(cfg.model.get("_target_", "model")).rsplit(".", 1)[-1].lower()
+    return f"{model}-{cfg.dataset.get('name', 'data')}"
+
+
+def prepare_train_config(cfg: DictConfig) -> DictConfig:
+    """The resolved train config, with the ``debug`` group's limits applied, checked before any
+    work: modalities (an image method on a graph is refused), keys and ranges
+    (:func:`~graphssl.tasks.validate.validate_train_config`), the allocator mode."""
+    from graphssl.tasks.debug import apply_debug_limits
+    from graphssl.tasks.modality import check_modalities
+    from graphssl.tasks.validate import validate_train_config
+
+    resolved = apply_debug_limits(resolve_config(cfg))
+    check_modalities(resolved)
+    validate_train_config(resolved)
+    check_allocator_mode(str(resolved.get("cpu_allocator", "reuse")))
+    return resolved
+
+
+def run_identity(cfg: DictConfig) -> RunIdentity:
+    """The :class:`~graphssl.tracking.RunIdentity` of a resolved config: its name, config hash,
+    outputs folder, resume switch, and how Hydra launched the job (when it did)."""
+    launch = Launch()
+    if HydraConfig.initialized():
+        hc = HydraConfig.get()
+        config_dir = None
+        if hc.output_subdir:
+            config_dir = Path(hc.runtime.output_dir) / hc.output_subdir
+        launch = Launch(
+            overrides=tuple(hc.overrides.task),
+            output_dir=str(hc.runtime.output_dir),
+            config_dir=config_dir,
+            multirun=hc.mode == RunMode.MULTIRUN,
+            sweep_dir=str(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None,
+        )
+    return RunIdentity(
+        name=run_name(cfg),
+        config_hash=config_hash(cfg),
+        outputs_dir=Path(str(cfg.paths.outputs_dir)),
+        resume=bool(cfg.get("resume", False)),
+        rerun_of=str(cfg.rerun) if cfg.get("rerun") else None,
+        launch=launch,
+    )
 
 
 def resolve_config(cfg: DictConfig) -> DictConfig:
@@ -94,61 +155,45 @@ def build_method(cfg: DictConfig, dm: DataModule) -> SSLMethod:
     return method
 
 
-_RIDGE = "graphssl.evaluation.regression_probe.RidgeEvaluator"
+#: keys of ``eval`` read by the trainer callbacks (``conf/callbacks/``), not by the evaluation
+CALLBACK_KEYS = ("diag_every", "diag_subset", "collapse", "select")
 
 
-def probe_configs(probes: DictConfig | None, task: str) -> dict[str, Any]:
-    """The configured probes that fit the dataset's ``task`` (graph-level datasets declare one).
-
-    ``"regression"`` keeps the ridge probes, or uses a default ridge probe when only
-    classifiers are configured; ``"multilabel"`` keeps the logistic-regression probes with
-    ``multilabel=true``; ``"classification"`` keeps everything configured.
-    """
-    cfgs = {str(k): v for k, v in (probes or {}).items() if v is not None}
-    if task == "regression":
-        ridge = {k: v for k, v in cfgs.items() if v.get("_target_") == _RIDGE}
-        return ridge or ({"ridge": {"_target_": _RIDGE}} if cfgs else {})
-    if task == "multilabel":
-        return {
-            k: OmegaConf.merge(v, {"multilabel": True})
-            for k, v in cfgs.items()
-            if str(v.get("_target_", "")).endswith("LogRegEvaluator")
-        }
-    return cfgs
+def build_evaluation(cfg: DictConfig) -> Evaluation:
+    """Instantiate ``cfg.eval``: the run's :class:`~graphssl.evaluation.Evaluation` (a stored
+    config written before ``eval`` had a ``_target_`` gets the default one)."""
+    keys = [str(k) for k in cfg.eval if k not in CALLBACK_KEYS]
+    node: Any = OmegaConf.masked_copy(cfg.eval, keys)
+    if "_target_" not in node:
+        node = OmegaConf.merge({"_target_": "graphssl.evaluation.Evaluation"}, node)
+    evaluation = instantiate(node)
+    if not isinstance(evaluation, Evaluation):
+        raise TypeError(
+            f"eval._target_ must build a graphssl Evaluation (or a subclass), got "
+            f"{type(evaluation).__name__} from {node['_target_']!r}"
+        )
+    return evaluation
 
 
 def build_probes(probes: DictConfig | None, dm: DataModule) -> dict[str, Any]:
-    """The configured probes that fit ``dm``'s task (:func:`probe_configs`), instantiated."""
-    return {
-        name: instantiate(p)
-        for name, p in probe_configs(probes, getattr(dm, "task", "classification")).items()
-    }
+    """The configured probes that serve ``dm``'s task, instantiated
+    (:meth:`~graphssl.evaluation.Evaluation.probes_for`)."""
+    evaluation = Evaluation(probes=instantiate(probes) if probes is not None else None)
+    return evaluation.probes_for(str(getattr(dm, "task", "classification")))
 
 
 def configured_probes(
     eval_cfg: DictConfig, dm: DataModule, z: torch.Tensor, y: torch.Tensor | None, seed: int
 ) -> dict[str, float]:
-    """:func:`run_probes` with the run's probes on ``dm``'s splits and its row cap
-    (``eval.max_rows``, drawn with ``seed``)."""
-    caps = evaluation_settings(eval_cfg)
-    probes = build_probes(eval_cfg.probes, dm)
-    return run_probes(z, y, dm.splits(), probes, max_rows=caps["max_rows"], seed=seed)
+    """The run's probes (and OGB's metric) on ``dm``'s splits with its row cap."""
+    return build_evaluation(OmegaConf.create({"eval": eval_cfg})).probe_metrics(dm, z, y, seed)
 
 
 def configured_extraction(
     cfg: DictConfig, model: torch.nn.Module, dm: DataModule
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """:func:`extract_embeddings` with the run's ``eval.extraction`` settings and device."""
-    ex = cfg.eval.extraction
-    return extract_embeddings(
-        model,
-        dm,
-        encoder_source=ex.encoder_source,
-        device=str(cfg.trainer.device),
-        mini_batch=bool(ex.mini_batch),
-        num_neighbors=ex.num_neighbors,
-        **_extraction_mode(ex),
-    )
+    """The embeddings of ``model`` with the run's ``eval.extraction`` settings and device."""
+    return build_evaluation(cfg).extract(model, dm, str(cfg.trainer.device))
 
 
 def configured_extraction_plan(
@@ -156,20 +201,7 @@ def configured_extraction_plan(
 ) -> ExtractionPlan:
     """The :class:`~graphssl.evaluation.extraction.ExtractionPlan` that
     :func:`configured_extraction` follows (its mode and the reason for it)."""
-    ex = cfg.eval.extraction
-    return plan_extraction(
-        model, dm, ex.encoder_source, mini_batch=bool(ex.mini_batch), **_extraction_mode(ex)
-    )
-
-
-def _extraction_mode(ex: DictConfig) -> dict[str, Any]:
-    """``mode``, ``memory_budget_gb`` and ``chunk_size`` of ``eval.extraction`` (configs
-    written before these keys existed: full-batch or mini-batch as ``mini_batch`` says)."""
-    return {
-        "mode": str(ex.get("mode", "auto")),
-        "memory_budget_gb": ex.get("memory_budget_gb"),
-        "chunk_size": ex.get("chunk_size"),
-    }
+    return build_evaluation(cfg).plan(model, dm)
 
 
 def set_threads(num_threads: Any) -> None:

@@ -24,8 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from graphssl.data.base import DataModule
 from graphssl.evaluation.runner import evaluation_settings, run_diagnostics, run_probes
+from graphssl.tasks._summary import summary_table
 from graphssl.tasks.components import build_datamodule, build_probes, resolve_config
-from graphssl.tasks.train import summary_table
 from graphssl.tracking import artifacts
 from graphssl.tracking.artifacts import RunRecord
 from graphssl.tracking.conventions import split_config_values
@@ -211,11 +211,13 @@ def _log(
             tracker.set_tags(config_values)
             tracker.log_text(eval_yaml, "evaluate/eval.yaml")
             if figures:
-                from graphssl.tasks.train import log_figures
+                from graphssl.tasks.components import build_evaluation
 
-                log_figures(
-                    tracker, emb.embeddings, emb.labels, seed, cfg.eval, title=tracker.run_name
+                drawn = build_evaluation(cfg).figures(
+                    emb.embeddings, emb.labels, seed=seed, title=tracker.run_name
                 )
+                for name, figure in drawn.items():
+                    tracker.log_figure(figure, name)
             return tracker.run_id
     artifacts.log_metrics_to(store, run.run_id, measured)
     artifacts.set_tags_on(

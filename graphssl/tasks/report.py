@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from graphssl.tasks.baseline import HEADLINE
+from graphssl.evaluation.evaluator import HEADLINE
 from graphssl.tasks.compare import correlation, metric_safe
 from graphssl.tracking import artifacts
 from graphssl.tracking.artifacts import RunRecord

@@ -87,16 +87,15 @@ def set_aside(path: Path) -> Path:
 
 
 def resume_target(
-    store: TrackingStore, cfg: DictConfig, chash: str
+    store: TrackingStore, chash: str, ckpt: Path, resume: bool
 ) -> tuple[str | None, dict[str, Any] | None]:
-    """Close stale runs of this configuration; with ``resume=true`` return the run id and
-    checkpoint to continue from (``(None, None)``: start a new run)."""
+    """Close stale runs of configuration ``chash``; with ``resume`` return the run id and
+    checkpoint ``ckpt`` to continue from (``(None, None)``: start a new run)."""
     client = store.client
     runs = runs_of_config(client, store.experiment_id(), chash)
     state = None
-    ckpt = checkpoint_path(cfg, chash)
     moved = None
-    if cfg.get("resume", False) and ckpt.is_file():
+    if resume and ckpt.is_file():
         try:
             state = load_checkpoint(ckpt, chash)
         except CheckpointUnreadable as err:
@@ -117,6 +116,6 @@ def resume_target(
         )
         run_id, state = None, None
     mark_stale_killed(client, runs, keep=run_id)
-    if cfg.get("resume", False) and state is None and moved is None:
+    if resume and state is None and moved is None:
         log.warning("resume=true but no resumable checkpoint at %s; starting from scratch", ckpt)
     return run_id, state

@@ -108,13 +108,15 @@ def download_weights(client: Any, run_id: str, dest: str | os.PathLike[str]) -> 
     return folder
 
 
-def initial_state(store: TrackingStore, cfg: DictConfig) -> dict[str, torch.Tensor] | None:
-    """The weights ``ckpt_path=`` or ``from_run=`` asks a run to start from, else ``None``.
+def initial_state(
+    store: TrackingStore, ckpt: str | None, run_id: str | None
+) -> dict[str, torch.Tensor] | None:
+    """The weights ``ckpt_path=`` (``ckpt``) or ``from_run=`` (``run_id``) asks a run to start
+    from, else ``None``.
 
     Raises:
         ValueError: both are set.
     """
-    ckpt, run_id = cfg.get("ckpt_path"), cfg.get("from_run")
     if ckpt and run_id:
         raise ValueError(
             f"ckpt_path={ckpt!r} and from_run={run_id!r} are both set; expected at most one "

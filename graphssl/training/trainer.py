@@ -60,6 +60,17 @@ class FitResult:
     def losses(self) -> list[float]:
         return [e.metrics["loss"] for e in self.epochs]
 
+    def summary(self) -> dict[str, float]:
+        """``train/final_loss``, ``train/epochs`` and ``train/best_epoch``; empty when no epoch
+        ran (e.g. ``trainer.epochs=0``)."""
+        if not self.epochs:
+            return {}
+        return {
+            "train/final_loss": self.epochs[-1].metrics["loss"],
+            "train/epochs": float(len(self.epochs)),
+            "train/best_epoch": float(self.best_epoch),
+        }
+
     def throughput(self) -> dict[str, float]:
         """``time/batches_per_second`` (steps over the batch loop's wall time),
         ``time/sample_seconds`` (in the batch iterator) and ``time/compute_seconds`` (the rest:

@@ -35,7 +35,7 @@ from graphssl.methods.infograph import (
 )
 from graphssl.methods.losses import graphcl_nt_xent
 from graphssl.models.encoders import GCNEncoder, GINEncoder
-from graphssl.tasks.components import build_datamodule, build_method, probe_configs, resolve_config
+from graphssl.tasks.components import build_datamodule, build_method, resolve_config
 from graphssl.training.trainer import Trainer
 from graphssl.utils import seed_everything
 
@@ -139,22 +139,23 @@ def test_graph_training_is_deterministic(tmp_path: Path) -> None:
     assert torch.equal(once(), once())
 
 
-def test_probe_configs_follow_the_task() -> None:
-    from omegaconf import OmegaConf
+def test_probes_follow_the_task_they_declare() -> None:
+    from graphssl.evaluation import Evaluation
+    from graphssl.evaluation.knn import KNNEvaluator
+    from graphssl.evaluation.linear_probe import LogRegEvaluator
 
-    probes = OmegaConf.create(
-        {
-            "logreg": {"_target_": "graphssl.evaluation.linear_probe.LogRegEvaluator"},
-            "knn": {"_target_": "graphssl.evaluation.knn.KNNEvaluator"},
-            "off": None,
-        }
-    )
-    assert set(probe_configs(probes, "classification")) == {"logreg", "knn"}
-    reg = probe_configs(probes, "regression")
-    assert list(reg) == ["ridge"] and type(instantiate(reg["ridge"])).__name__ == "RidgeEvaluator"
-    multi = probe_configs(probes, "multilabel")
-    assert list(multi) == ["logreg"] and instantiate(multi["logreg"]).multilabel
-    assert probe_configs(None, "regression") == {}
+    configured = {"logreg": LogRegEvaluator(max_iter=7), "knn": KNNEvaluator(k=3), "off": None}
+    evaluation = Evaluation(probes=configured)
+    classification = evaluation.probes_for("classification")
+    assert set(classification) == {"logreg", "knn"}
+    assert classification["logreg"] is not configured["logreg"]  # a fresh, unfitted copy
+    assert classification["logreg"].max_iter == 7 and classification["knn"].k == 3
+    reg = evaluation.probes_for("regression")
+    assert list(reg) == ["ridge"] and type(reg["ridge"]).__name__ == "RidgeEvaluator"
+    multi = evaluation.probes_for("multilabel")
+    assert list(multi) == ["logreg"] and multi["logreg"].multilabel
+    assert multi["logreg"].max_iter == 7 and not configured["logreg"].multilabel
+    assert Evaluation().probes_for("regression") == {}
 
 
 # ------------------------------------------------------------------ readout and losses

@@ -11,7 +11,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from graphssl.tasks import components
+from graphssl.evaluation import evaluator
 from graphssl.tasks.components import build_datamodule, resolve_config
 from graphssl.tasks.train import build_callbacks
 from graphssl.training.callbacks import DiagnosticsCallback, ModelCheckpoint, SelectionCallback
@@ -100,7 +100,7 @@ def test_the_monitor_uses_the_runs_configured_extraction(monkeypatch: pytest.Mon
         seen.append(kwargs)
         return torch.randn(50, 8, generator=torch.Generator().manual_seed(0)), None
 
-    monkeypatch.setattr(components, "extract_embeddings", fake_extract)
+    monkeypatch.setattr(evaluator, "extract_embeddings", fake_extract)
     _, by_name = build_callbacks(cfg, dm, Sink(), Path("last.pt"))
     result = by_name["monitor"].monitor.measure(torch.nn.Linear(2, 2), 0)  # type: ignore[attr-defined]
     assert "rankme" in result.diagnostics

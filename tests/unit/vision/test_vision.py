@@ -28,10 +28,10 @@ from graphssl.data.images import (
 from graphssl.data.paths import DatasetNotFoundError
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation import Evaluation
 from graphssl.methods.losses import dino_loss, simclr_nt_xent
 from graphssl.models.vision import TimmEncoder
 from graphssl.tasks.components import build_datamodule, build_method, resolve_config
-from graphssl.tasks.train import _classifier_metrics
 from graphssl.utils import seed_everything
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
@@ -100,7 +100,7 @@ def test_method_trains_extracts_and_probes(model: str) -> None:
         if enc is method.backbone:
             assert torch.allclose(zs, z, atol=1e-5), name
 
-    extra = _classifier_metrics(method, z, y, dm, "cpu")
+    extra = Evaluation.classifier_metrics(method, z, y, dm, "cpu")
     if model == "supervised":
         assert set(extra) == {"supervised/train_acc", "supervised/val_acc", "supervised/test_acc"}
         assert all(0.0 <= v <= 1.0 for v in extra.values())

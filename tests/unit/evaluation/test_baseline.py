@@ -14,8 +14,14 @@ from hydra import compose, initialize_config_dir
 from graphssl.methods.base import SSLMethod
 from graphssl.methods.deepwalk import DeepWalk
 from graphssl.methods.supervised import Supervised
-from graphssl.tasks.baseline import baseline_enabled, gains, untrained_baseline
-from graphssl.tasks.components import build_datamodule, build_method, resolve_config
+from graphssl.evaluation import Evaluation
+from graphssl.evaluation.evaluator import gains
+from graphssl.tasks.components import (
+    build_datamodule,
+    build_evaluation,
+    build_method,
+    resolve_config,
+)
 from graphssl.tasks.train import summary_table, train
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
@@ -62,12 +68,21 @@ def test_methods_without_a_baseline_are_decided_by_their_class() -> None:
     assert not Supervised.has_untrained_baseline and not DeepWalk.has_untrained_baseline
 
 
+def untrained_baseline(cfg: Any, dm: Any, method: Any, trained: dict[str, float]) -> dict:
+    """The run's evaluation's baseline of a fresh ``method`` of ``cfg``."""
+    evaluation = build_evaluation(cfg)
+    assert isinstance(evaluation, Evaluation)
+    return evaluation.baseline(
+        lambda: build_method(cfg, dm), dm, trained, seed=int(cfg.seed), device="cpu"
+    )
+
+
 def test_baseline_keys_rng_and_determinism(tmp_path: Path) -> None:
     cfg = resolve_config(_cfg(tmp_path))
     assert cfg.eval.baseline is True
     dm = build_datamodule(cfg)
     method = build_method(cfg, dm)
-    assert baseline_enabled(cfg, method)
+    assert build_evaluation(cfg).baseline_enabled and method.has_untrained_baseline
     torch.manual_seed(123)
     before = torch.get_rng_state()
     trained = {"probe/logreg/test_acc": 1.0}

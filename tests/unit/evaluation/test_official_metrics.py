@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from graphssl.data.base import Split
 from graphssl.evaluation.knn import KNNEvaluator
 from graphssl.evaluation.linear_probe import LogRegEvaluator
 from graphssl.evaluation.official import official_metrics
 from graphssl.evaluation.runner import run_probes
-from graphssl.tasks.official import ogb_probe_metrics
+from graphssl.evaluation import Evaluation
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from dataset_files import need_ogb, ogbn_zip, unzip_to
@@ -102,25 +101,17 @@ def test_rocauc_uses_positive_class_scores_and_skips_probes_without_scores(
     )
 
 
-def test_task_glue_refits_with_the_selected_weight_decay() -> None:
+def test_the_evaluation_refits_with_the_selected_weight_decay() -> None:
     z, y = blobs()
     dm = FakeOGB(y, "acc")
-    cfg = OmegaConf.create(
-        {
-            "eval": {
-                "probes": {
-                    "logreg": {
-                        "_target_": "graphssl.evaluation.linear_probe.LogRegEvaluator",
-                        "weight_decay": [10.0, 0.01],
-                    }
-                }
-            }
-        }
-    )
+    evaluation = Evaluation(probes={"logreg": LogRegEvaluator(weight_decay=[10.0, 0.01])})
     ours = run_probes(z, y, dm.splits(), {"logreg": LogRegEvaluator(weight_decay=[10.0, 0.01])})
-    out = ogb_probe_metrics(cfg, dm, z, y, ours)  # type: ignore[arg-type]
+    out = evaluation.ogb_metrics(dm, z, y, ours)
     assert out["probe/logreg/ogb_test_acc"] == pytest.approx(ours["probe/logreg/test_acc"])
-    assert ogb_probe_metrics(cfg, object(), z, y, ours) == {}  # type: ignore[arg-type]
+    assert evaluation.ogb_metrics(object(), z, y, ours) == {}
+    # probe_metrics is the probes and OGB's metric in one call
+    both = evaluation.probe_metrics(dm, z, y, seed=0)
+    assert both["probe/logreg/ogb_test_acc"] == pytest.approx(out["probe/logreg/ogb_test_acc"])
 
 
 def test_a_run_on_an_ogb_folder_logs_ogbs_accuracy(

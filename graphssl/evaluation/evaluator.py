@@ -1,0 +1,416 @@
+"""The evaluation of a trained encoder: extraction, diagnostics, probes, baseline and figures.
+
+:class:`Evaluation` is what ``conf/eval/`` instantiates (``_target_:
+graphssl.evaluation.Evaluation``). A task hands it the trained model and the datamodule; it
+extracts the embeddings (in the mode that
+:func:`~graphssl.evaluation.extraction.plan_extraction` picks), runs the diagnostics suite and
+any diagnostics of the user's own, fits every probe that serves the dataset's task on every
+split, adds OGB's official metric where the dataset has one and the method's own classifier
+where it has one, and evaluates an untrained encoder of the same architecture the same way (the
+baseline: what training added). It returns flat metric dicts keyed as graphssl logs them
+(``diag/<name>``, ``probe/<probe>/<split>_<metric>``, ``diag_baseline/<name>``,
+``time/<stage>_seconds``) and draws the figures; logging them is the tracking layer's job.
+
+Probes declare the tasks they serve (:attr:`graphssl.evaluation.probe.Probe.tasks`): a
+classification dataset keeps every configured probe, a multilabel one those serving
+``"multilabel"`` (switched by their ``multilabel`` parameter), a regression one those serving
+``"regression"`` (a default ridge probe when only classifiers are configured).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from graphssl.evaluation.extraction import ExtractionPlan, extract_embeddings, plan_extraction
+from graphssl.evaluation.official import OFFICIAL_METRICS, official_metrics
+from graphssl.evaluation.regression_probe import RidgeEvaluator
+from graphssl.evaluation.runner import (
+    DEFAULT_FIGURE_MAX_ROWS,
+    evaluation_settings,
+    run_diagnostics,
+    run_probes,
+)
+from graphssl.utils import capture_rng, restore_rng, seed_everything
+
+__all__ = ["HEADLINE", "Evaluation", "EvaluationResult", "gains"]
+
+log = logging.getLogger(__name__)
+
+#: the headline test metric of a probe, first present wins, and whether higher is better
+HEADLINE: tuple[tuple[str, bool], ...] = (
+    ("test_acc", True),
+    ("test_ap", True),
+    ("test_mae", False),
+)
+
+#: extraction settings and their defaults (``eval.extraction``)
+_EXTRACTION_DEFAULTS: dict[str, Any] = {
+    "encoder_source": "auto",
+    "mode": "auto",
+    "mini_batch": False,
+    "num_neighbors": None,
+    "memory_budget_gb": None,
+    "chunk_size": None,
+}
+
+
+def gains(metrics: Mapping[str, float]) -> dict[str, float]:
+    """``probe/<p>/gain`` for every probe with a headline metric and its ``baseline_`` twin:
+    trained minus baseline (baseline minus trained for an error such as ``test_mae``), so a
+    positive gain always means training helped."""
+    probes = {k.split("/")[1] for k in metrics if k.startswith("probe/") and k.count("/") == 2}
+    out: dict[str, float] = {}
+    for p in sorted(probes):
+        for key, higher in HEADLINE:
+            trained = metrics.get(f"probe/{p}/{key}")
+            base = metrics.get(f"probe/{p}/baseline_{key}")
+            if trained is None or base is None:
+                continue
+            out[f"probe/{p}/gain"] = float(trained - base) if higher else float(base - trained)
+            break
+    return out
+
+
+def _fresh(probe: Any, **params: Any) -> Any:
+    """An unfitted copy of ``probe`` with ``params`` replaced (a deep copy for a probe without
+    :meth:`~graphssl.evaluation.probe.Probe.clone`)."""
+    clone = getattr(probe, "clone", None)
+    if callable(clone):
+        return clone(**params)
+    out = copy.deepcopy(probe)
+    for key, value in params.items():
+        setattr(out, key, value)
+    return out
+
+
+def _serves(probe: Any, task: str) -> bool:
+    return task in getattr(type(probe), "tasks", ("classification",))
+
+
+@dataclass
+class EvaluationResult:
+    """What :meth:`Evaluation.evaluate` measured.
+
+    Attributes:
+        embeddings: the trained encoder's embeddings ``[N, D]``.
+        labels: their labels, or ``None``.
+        metrics: diagnostics, probes, OGB and classifier metrics, then the baseline's.
+        timings: ``time/extract_seconds``, ``time/diagnostics_seconds``,
+            ``time/probe_seconds``.
+        tags: ``extract/mode`` and ``extract/reason``.
+    """
+
+    embeddings: Tensor
+    labels: Tensor | None
+    metrics: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class Evaluation:
+    """Everything measured after training (module docstring).
+
+    Args:
+        extraction: ``encoder_source`` (auto | encoder | online | target | teacher | student),
+            ``mode`` (auto | full | mini_batch | layerwise), ``mini_batch``, ``num_neighbors``,
+            ``memory_budget_gb``, ``chunk_size`` (see ``conf/eval/default.yaml``).
+        probes: ``{name: probe}``; ``None`` entries are left out.
+        diagnostics: ``enabled`` (the suite), ``reference`` (the original authors' formulas)
+            and ``extra``: ``{name: fn}`` diagnostics of the user's own, each ``fn(z)``
+            returning a float (logged as ``diag/<name>``) or a mapping of floats (each as
+            ``diag/<name>/<key>``).
+        figures: draw the spectrum and projection figures.
+        max_rows: at most this many seeded rows of each split for the probes (``None``: all).
+        knn_max_rows: the kNN probe's own row cap (read by its config).
+        figure_max_rows: rows of the spectrum figure.
+        baseline: evaluate an untrained encoder of the same architecture too.
+    """
+
+    def __init__(
+        self,
+        extraction: Mapping[str, Any] | None = None,
+        probes: Mapping[str, Any] | None = None,
+        diagnostics: Mapping[str, Any] | None = None,
+        figures: bool = True,
+        max_rows: int | None = None,
+        knn_max_rows: int | None = None,
+        figure_max_rows: int | None = DEFAULT_FIGURE_MAX_ROWS,
+        baseline: bool = True,
+    ) -> None:
+        unknown = set(extraction or {}) - set(_EXTRACTION_DEFAULTS)
+        if unknown:
+            raise ValueError(
+                f"eval.extraction has unknown keys {sorted(unknown)}; expected some of "
+                f"{sorted(_EXTRACTION_DEFAULTS)}"
+            )
+        self.extraction = {**_EXTRACTION_DEFAULTS, **dict(extraction or {})}
+        self.probes = {str(k): v for k, v in (probes or {}).items() if v is not None}
+        diag = dict(diagnostics or {})
+        self.diagnostics_enabled = bool(diag.get("enabled", True))
+        self.reference = bool(diag.get("reference", False))
+        self.extra_diagnostics: dict[str, Callable[[Tensor], Any]] = {
+            str(k): v for k, v in (diag.get("extra") or {}).items() if v is not None
+        }
+        for name, fn in self.extra_diagnostics.items():
+            if not callable(fn):
+                raise TypeError(
+                    f"eval.diagnostics.extra.{name} is a {type(fn).__name__}; expected a "
+                    f"function of the embeddings (a config with _target_ and _partial_: true)"
+                )
+        self.figures_enabled = bool(figures)
+        self.knn_max_rows = knn_max_rows
+        caps = evaluation_settings({"max_rows": max_rows, "figure_max_rows": figure_max_rows})
+        self.max_rows = caps["max_rows"]
+        self.figure_max_rows = caps["figure_max_rows"]
+        self.baseline_enabled = bool(baseline)
+
+    # ------------------------------------------------------------------ probes
+    def probes_for(self, task: str) -> dict[str, Any]:
+        """Fresh, unfitted probes for a dataset of ``task`` (module docstring)."""
+        if task == "regression":
+            kept = {n: _fresh(p) for n, p in self.probes.items() if _serves(p, "regression")}
+            return kept or ({"ridge": RidgeEvaluator()} if self.probes else {})
+        if task == "multilabel":
+            return {
+                n: _fresh(p, multilabel=True)
+                for n, p in self.probes.items()
+                if _serves(p, "multilabel")
+            }
+        return {n: _fresh(p) for n, p in self.probes.items()}
+
+    def probe(self, name: str, task: str = "classification") -> Any:
+        """A fresh probe ``name`` for a dataset of ``task`` (e.g. for model selection).
+
+        Raises:
+            ValueError: no probe of that name serves the task.
+        """
+        probes = self.probes_for(task)
+        if name not in probes:
+            raise ValueError(
+                f"probe {name!r} is not among the configured probes {sorted(probes)}; expected "
+                f"the name of one of eval.probes"
+            )
+        return probes[name]
+
+    # ------------------------------------------------------------------ stages
+    def plan(self, model: nn.Module, datamodule: Any) -> ExtractionPlan:
+        """How :meth:`extract` will extract (its mode and why)."""
+        ex = self.extraction
+        return plan_extraction(
+            model,
+            datamodule,
+            ex["encoder_source"],
+            mode=ex["mode"],
+            mini_batch=bool(ex["mini_batch"]),
+            memory_budget_gb=ex["memory_budget_gb"],
+            chunk_size=ex["chunk_size"],
+        )
+
+    def extract(
+        self, model: nn.Module, datamodule: Any, device: str = "cpu"
+    ) -> tuple[Tensor, Tensor | None]:
+        """Embeddings and labels of ``model`` on ``datamodule`` with these settings."""
+        ex = self.extraction
+        return extract_embeddings(
+            model,
+            datamodule,
+            encoder_source=ex["encoder_source"],
+            device=device,
+            mini_batch=bool(ex["mini_batch"]),
+            num_neighbors=ex["num_neighbors"],
+            mode=ex["mode"],
+            memory_budget_gb=ex["memory_budget_gb"],
+            chunk_size=ex["chunk_size"],
+        )
+
+    def diagnose(self, z: Tensor) -> dict[str, float]:
+        """The diagnostics suite and the extra diagnostics as ``diag/*`` (``{}`` when off)."""
+        if not self.diagnostics_enabled:
+            return {}
+        out = run_diagnostics(z, reference=self.reference)
+        for name, fn in self.extra_diagnostics.items():
+            value = fn(z)
+            if isinstance(value, Mapping):
+                out.update({f"diag/{name}/{k}": float(v) for k, v in value.items()})
+            else:
+                out[f"diag/{name}"] = float(value)
+        return out
+
+    def probe_metrics(
+        self, datamodule: Any, z: Tensor, y: Tensor | None, seed: int
+    ) -> dict[str, float]:
+        """Every probe on every split, then OGB's official metric where the dataset has one."""
+        task = str(getattr(datamodule, "task", "classification"))
+        splits = datamodule.splits()
+        out = run_probes(z, y, splits, self.probes_for(task), max_rows=self.max_rows, seed=seed)
+        out.update(self.ogb_metrics(datamodule, z, y, out))
+        return out
+
+    def ogb_metrics(
+        self, datamodule: Any, z: Tensor, y: Tensor | None, probe_metrics: Mapping[str, float]
+    ) -> dict[str, float]:
+        """``probe/<p>/ogb_test_<metric>`` for a datamodule with ``ogb_evaluator()`` and
+        ``ogb_metric`` (the OGB datasets); ``{}`` for any other.
+
+        With one split (OGB's official one), a probe whose ``weight_decay`` was selected is
+        refitted with that value only instead of its whole grid: the same selection, one fit.
+        """
+        make_evaluator = getattr(datamodule, "ogb_evaluator", None)
+        if not callable(make_evaluator) or y is None:
+            return {}
+        metric = str(datamodule.ogb_metric)
+        if metric not in OFFICIAL_METRICS:
+            log.info(
+                "OGB metric %r of %s is not fed from the probes (only %s)",
+                metric,
+                datamodule.name,
+                OFFICIAL_METRICS,
+            )
+            return {}
+        splits = datamodule.splits()
+        probes = self.probes_for(str(getattr(datamodule, "task", "classification")))
+        if not probes or not splits:
+            return {}
+        for name, probe in probes.items():
+            chosen = probe_metrics.get(f"probe/{name}/weight_decay")
+            params: dict[str, Any] = getattr(probe, "get_params", dict)()
+            if len(splits) == 1 and chosen is not None and "weight_decay" in params:
+                probes[name] = _fresh(probe, weight_decay=float(chosen))
+        return official_metrics(z, y, splits, probes, make_evaluator(), metric)
+
+    @staticmethod
+    def classifier_metrics(
+        model: nn.Module, z: Tensor, y: Tensor | None, datamodule: Any, device: str = "cpu"
+    ) -> dict[str, float]:
+        """Accuracy of a method's own classifier (``supervised/<split>_acc``), when it has
+        one (``classifier_logits`` returning logits)."""
+        classifier = getattr(model, "classifier_logits", None)
+        if y is None or not callable(classifier):
+            return {}
+        with torch.no_grad():
+            logits = classifier(z.to(device))
+        if logits is None:
+            return {}
+        correct = (logits.argmax(1).cpu() == y).float()
+        out: dict[str, float] = {}
+        for part in ("train", "val", "test"):
+            accs = [
+                float(correct[getattr(s, part)].mean())
+                for s in datamodule.splits()
+                if getattr(s, part).numel()
+            ]
+            if accs:
+                out[f"supervised/{part}_acc"] = sum(accs) / len(accs)
+        return out
+
+    def baseline(
+        self,
+        untrained: Callable[[], nn.Module],
+        datamodule: Any,
+        trained: Mapping[str, float],
+        *,
+        seed: int,
+        device: str = "cpu",
+    ) -> dict[str, float]:
+        """The untrained-encoder baseline: ``untrained()`` builds the same method afresh after
+        the generators are seeded with ``seed``; it is extracted, diagnosed and probed as the
+        trained one, and the generators are restored afterwards, so the baseline never shifts
+        the random stream of what the run does next.
+
+        Returns:
+            ``probe/<p>/baseline_<key>`` for every probe key of the trained encoder,
+            ``probe/<p>/gain`` (:func:`gains`), ``diag_baseline/<name>`` and
+            ``time/baseline_seconds``; ``{}`` when ``baseline`` is off.
+        """
+        if not self.baseline_enabled:
+            return {}
+        t0 = time.perf_counter()
+        rng = capture_rng()
+        out: dict[str, float] = {}
+        try:
+            seed_everything(seed)
+            fresh = untrained()
+            z, y = self.extract(fresh, datamodule, device)
+            del fresh
+            diags = self.diagnose(z)
+            out.update({f"diag_baseline/{k.split('/', 1)[1]}": v for k, v in diags.items()})
+            probe_metrics = self.probe_metrics(datamodule, z, y, seed)
+        finally:
+            restore_rng(rng)
+        for key, value in probe_metrics.items():
+            if not key.startswith("probe/"):  # e.g. eval/max_rows: the trained run's already
+                continue
+            _, name, rest = key.split("/", 2)
+            out[f"probe/{name}/baseline_{rest}"] = value
+        out.update(gains({**trained, **out}))
+        out["time/baseline_seconds"] = time.perf_counter() - t0
+        return out
+
+    def figures(
+        self, z: Tensor, y: Tensor | None, *, seed: int, title: str | None = None
+    ) -> dict[str, Any]:
+        """``{artifact file: figure}``: the spectrum (on at most ``figure_max_rows`` seeded
+        rows) and the projection of ``z``; ``{}`` when figures are off."""
+        if not self.figures_enabled:
+            return {}
+        from graphssl.evaluation.plots import projection_figure, spectrum_figure
+
+        return {
+            "figures/spectrum.png": spectrum_figure(
+                z, title=title, max_rows=self.figure_max_rows, seed=seed
+            ),
+            "figures/projection.png": projection_figure(z, y, seed=seed, title=title),
+        }
+
+    # ------------------------------------------------------------------ all of it
+    def evaluate(
+        self,
+        model: nn.Module,
+        datamodule: Any,
+        *,
+        seed: int,
+        device: str = "cpu",
+        untrained: Callable[[], nn.Module] | None = None,
+    ) -> EvaluationResult:
+        """Extract, diagnose and probe ``model`` on ``datamodule``; then the baseline, when
+        ``untrained`` builds one (methods whose class sets ``has_untrained_baseline = False``
+        get none)."""
+        plan = self.plan(model, datamodule)
+        t0 = time.perf_counter()
+        z, y = self.extract(model, datamodule, device)
+        result = EvaluationResult(
+            z, y, tags={"extract/mode": plan.mode, "extract/reason": plan.reason}
+        )
+        result.timings["time/extract_seconds"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        result.metrics.update(self.diagnose(z))
+        result.timings["time/diagnostics_seconds"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        result.metrics.update(self.probe_metrics(datamodule, z, y, seed))
+        result.metrics.update(self.classifier_metrics(model, z, y, datamodule, device))
+        result.timings["time/probe_seconds"] = time.perf_counter() - t0
+        if untrained is not None and self.baseline_enabled:
+            if getattr(model, "has_untrained_baseline", True):
+                result.metrics.update(
+                    self.baseline(untrained, datamodule, result.metrics, seed=seed, device=device)
+                )
+            else:
+                log.info(
+                    "eval.baseline: %s has no untrained-encoder baseline; skipped",
+                    type(model).__name__,
+                )
+        return result
+
+    def __repr__(self) -> str:
+        return (
+            f"Evaluation(extraction={self.extraction['mode']}, probes={sorted(self.probes)}, "
+            f"diagnostics={self.diagnostics_enabled}, baseline={self.baseline_enabled})"
+        )
