@@ -11,11 +11,11 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from graphssl.evaluation import Evaluation
+from graphssl.evaluation.evaluator import gains
 from graphssl.methods.base import SSLMethod
 from graphssl.methods.deepwalk import DeepWalk
 from graphssl.methods.supervised import Supervised
-from graphssl.evaluation import Evaluation
-from graphssl.evaluation.evaluator import gains
 from graphssl.tasks.components import (
     build_datamodule,
     build_evaluation,

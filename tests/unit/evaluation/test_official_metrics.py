@@ -13,11 +13,11 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from graphssl.data.base import Split
+from graphssl.evaluation import Evaluation
 from graphssl.evaluation.knn import KNNEvaluator
 from graphssl.evaluation.linear_probe import LogRegEvaluator
 from graphssl.evaluation.official import official_metrics
 from graphssl.evaluation.runner import run_probes
-from graphssl.evaluation import Evaluation
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from dataset_files import need_ogb, ogbn_zip, unzip_to

@@ -26,9 +26,9 @@ from graphssl.data.images import (
     ImageFolderDataModule,
 )
 from graphssl.data.paths import DatasetNotFoundError
+from graphssl.evaluation import Evaluation
 from graphssl.evaluation.extraction import extract_embeddings
 from graphssl.evaluation.linear_probe import LogRegEvaluator
-from graphssl.evaluation import Evaluation
 from graphssl.methods.losses import dino_loss, simclr_nt_xent
 from graphssl.models.vision import TimmEncoder
 from graphssl.tasks.components import build_datamodule, build_method, resolve_config
