@@ -118,7 +118,8 @@ def test_eval_options_instantiate(eval_option: str) -> None:
 
 
 def test_readme_overrides_compose() -> None:
-    """The README's narrower probe grid and model-selection commands compose as written."""
+    """The narrower probe grid (docs/evaluation.md) and the model selection (docs/methods.md)
+    commands compose as written."""
     cfg = resolve_config(
         compose_with(
             "experiment=cca_ssg_citeseer",

@@ -1,6 +1,7 @@
-"""The README's quick commands run as shown, and its error examples print what it shows.
+"""The documents' quick commands run as shown, and their error examples print what they show.
 
-A fenced block right after a ``<!-- quick -->`` line is run here:
+The documents are ``README.md`` and the reference pages ``docs/*.md``. A fenced block right
+after a ``<!-- quick -->`` line is run here:
 
 - ``bash``: every command (``\\``-continued lines joined, comments skipped) must exit 0;
   ``.venv/bin/<script>`` runs this interpreter's console script, ``make run ARGS="..."`` runs
@@ -12,12 +13,19 @@ A fenced block right after a ``<!-- quick -->`` line is run here:
 
 Every command runs in a temporary folder, against a temporary outputs folder
 (``GRAPHSSL_OUTPUTS``) whose MLflow stores are already migrated.
+
+Every other ``graphssl`` command the documents show (in ``bash`` blocks, one that needs no
+placeholder such as ``<run id>`` or ``$SWEEP``) composes here, in this process, as the CLI would
+compose it: its overrides (the first value of a swept one; ``hydra`` settings aside) give a
+config that resolves and, for training, passes the checks made before any work. Relative links
+between the documents point at headings that exist.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -27,7 +35,9 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+DOCUMENTS = [README, *sorted((REPO / "docs").glob("*.md"))]
 SCRIPTS = {
     "graphssl": "main",
     "graphssl-evaluate": "evaluate_main",
@@ -57,11 +67,20 @@ def shell(command: str) -> str:
     return f"graphssl {make[1]}{make[2]}" if make else command
 
 
-BLOCKS = quick_blocks(README.read_text())
+def _name(path: Path) -> str:
+    return str(path.relative_to(REPO))
 
 
-def test_readme_marks_quick_blocks() -> None:
-    assert {lang for _, lang, _ in BLOCKS} == {"bash", "python", "console"}, BLOCKS
+BLOCKS = [
+    (_name(doc), line, lang, body)
+    for doc in DOCUMENTS
+    for line, lang, body in quick_blocks(doc.read_text())
+]
+
+
+def test_documents_mark_quick_blocks() -> None:
+    assert {lang for *_, lang, _ in BLOCKS} == {"bash", "python", "console"}, BLOCKS
+    assert any(doc == "README.md" and lang == "bash" for doc, _, lang, _ in BLOCKS), BLOCKS
 
 
 @pytest.fixture
@@ -92,9 +111,17 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
     )
 
 
-@pytest.mark.parametrize(("line", "lang", "body"), BLOCKS, ids=[f"L{b[0]}" for b in BLOCKS])
+@pytest.mark.parametrize(
+    ("doc", "line", "lang", "body"), BLOCKS, ids=[f"{b[0]}:L{b[1]}" for b in BLOCKS]
+)
 def test_quick_block_runs_as_shown(
-    line: int, lang: str, body: str, shim_env: dict[str, str], data_dir: Path, tmp_path: Path
+    doc: str,
+    line: int,
+    lang: str,
+    body: str,
+    shim_env: dict[str, str],
+    data_dir: Path,
+    tmp_path: Path,
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -102,12 +129,12 @@ def test_quick_block_runs_as_shown(
         script = work / "snippet.py"
         script.write_text(body)
         res = _run([sys.executable, str(script)], shim_env, work)
-        assert res.returncode == 0, f"README line {line}:\n{res.stderr[-3000:]}"
+        assert res.returncode == 0, f"{doc} line {line}:\n{res.stderr[-3000:]}"
         return
     if lang == "bash":
         for command in commands(body):
             res = _run(["bash", "-c", shell(command)], shim_env, work)
-            assert res.returncode == 0, f"README line {line}: {command}\n{res.stderr[-3000:]}"
+            assert res.returncode == 0, f"{doc} line {line}: {command}\n{res.stderr[-3000:]}"
         return
     assert lang == "console", lang
     for chunk in re.split(r"^\$ ", body, flags=re.M)[1:]:
@@ -117,5 +144,105 @@ def test_quick_block_runs_as_shown(
         for want in filter(None, (" ".join(e.split()) for e in expected)):
             pieces = [p.strip() for p in want.split("...") if p.strip()]
             assert all(p in printed for p in pieces), (
-                f"README line {line}: `{command}` did not print {want!r}:\n{printed[-3000:]}"
+                f"{doc} line {line}: `{command}` did not print {want!r}:\n{printed[-3000:]}"
             )
+
+
+#: console script -> the config it composes (``graphssl-ui`` takes no Hydra overrides)
+CONFIGS = {
+    "graphssl": "train",
+    "graphssl-evaluate": "evaluate",
+    "graphssl-compare": "compare",
+    "graphssl-report": "report",
+    "graphssl-stability": "stability",
+}
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+
+
+def shown_commands() -> list[tuple[str, str, list[str]]]:
+    """``(document, command, overrides)`` of every ``graphssl*`` command in a ``bash`` block
+    that needs no placeholder; a swept override keeps its first value, ``hydra`` ones are
+    dropped (the launcher or sweeper, not the job's config)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    found = []
+    for doc in DOCUMENTS:
+        for m in FENCE.finditer(doc.read_text()):
+            if m[1] != "bash":
+                continue
+            for command in commands(m[2]):
+                if any(mark in command for mark in ("<", "$", "--experimental-rerun")):
+                    continue
+                words = shlex.split(shell(command), comments=True)
+                while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
+                    words.pop(0)  # VAR=value before the command
+                if words[:3] == ["python", "-m", "graphssl"]:
+                    words = ["graphssl", *words[3:]]
+                script = Path(words[0]).name if words else ""
+                if script not in CONFIGS:
+                    continue
+                overrides = [
+                    w
+                    for w in words[1:]
+                    if "=" in w and not w.startswith("-") and not w.lstrip("+").startswith("hydra")
+                ]
+                first = []
+                for o in parser.parse_overrides(overrides):
+                    if o.is_sweep_override():
+                        first.append(f"{o.get_key_element()}={next(o.sweep_string_iterator())}")
+                    else:
+                        first.append(o.input_line)
+                found.append((f"{_name(doc)}: {command}", CONFIGS[script], first))
+    return found
+
+
+SHOWN = shown_commands()
+
+
+def test_documents_show_commands() -> None:
+    assert len({cmd.split(":")[0] for cmd, _, _ in SHOWN}) >= 5, SHOWN
+    assert {name for _, name, _ in SHOWN} >= {"train", "compare", "report", "stability"}
+
+
+@pytest.mark.parametrize(("command", "config_name", "overrides"), SHOWN, ids=[s[0] for s in SHOWN])
+def test_shown_command_composes(command: str, config_name: str, overrides: list[str]) -> None:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+
+    from graphssl.tasks.components import resolve_config
+    from graphssl.tasks.validate import validate_train_config
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)  # ${hydra:...} resolves as in a run
+    try:
+        resolved = resolve_config(cfg)
+        if config_name == "train":
+            validate_train_config(resolved)
+    finally:
+        HydraConfig.instance().cfg = None
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = FENCE.sub("", path.read_text())
+    return {_slug(m[1]) for m in re.finditer(r"^#+ (.*)$", text, re.M)}
+
+
+def test_links_point_at_headings() -> None:
+    broken = []
+    for doc in [*DOCUMENTS, REPO / "BENCHMARKS.md", REPO / "STUDIES.md"]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", FENCE.sub("", doc.read_text())):
+            if re.match(r"^[a-z]+://", target):
+                continue
+            file, _, anchor = target.partition("#")
+            path = (doc.parent / file).resolve() if file else doc
+            if anchor and path.is_file() and anchor not in _anchors(path):
+                broken.append(f"{_name(doc)}: {target}")
+    assert not broken, broken

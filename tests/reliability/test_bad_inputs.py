@@ -1,5 +1,5 @@
-"""The README's bad-input table: each input gives a one-paragraph error naming the value and
-what was expected, exits non-zero, and leaves no MLflow run marked FINISHED."""
+"""The bad-input table of docs/reliability.md: each input gives a one-paragraph error naming the
+value and what was expected, exits non-zero, and leaves no MLflow run marked FINISHED."""
 
 from __future__ import annotations
 
