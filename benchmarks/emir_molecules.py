@@ -216,7 +216,7 @@ def correlation_rows(
     """Spearman / Kendall of each ranking (in-sample, held-out, L2) with the mean downstream
     rank (``-mean rank``: higher = better) and Spearman with each task's metric (signed so that
     higher = better)."""
-    from graphssl.tasks.compare import correlation
+    from graphssl.evaluation.correlation import correlation
 
     rankings = {
         "informativeness": result.informativeness,

@@ -32,7 +32,7 @@ def fmt_rank(r: float) -> str:
 def agreement(result: Any) -> float | None:
     """Spearman between a compare result's in-sample and held-out informativeness over its
     embedders (``None`` when it has no held-out estimate)."""
-    from graphssl.tasks.compare import correlation
+    from graphssl.evaluation.correlation import correlation
 
     if not result.informativeness_held_out:
         return None

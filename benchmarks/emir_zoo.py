@@ -224,7 +224,7 @@ def _nan_low(v: float) -> float:
 
 def correlation_rows(members: Sequence[Member], result: Any) -> list[dict[str, Any]]:
     """Spearman and Kendall of each ranking with each downstream score, over the members."""
-    from graphssl.tasks.compare import correlation
+    from graphssl.evaluation.correlation import correlation
 
     rows = []
     for key in RANKINGS:
@@ -342,7 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from graphssl.tasks.compare import correlation, run_compare
+    from graphssl.evaluation.correlation import correlation
+    from graphssl.tasks.compare import run_compare
     from graphssl.tracking import artifacts
     from graphssl.tracking.mlflow_store import default_artifact_location, resolve_tracking_uri
     from graphssl.tracking.store import TrackingStore

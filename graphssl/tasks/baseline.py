@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from omegaconf import DictConfig
 
 from graphssl.data.base import DataModule
+from graphssl.evaluation.probe import HEADLINE
 from graphssl.evaluation.runner import run_diagnostics
 from graphssl.methods.base import SSLMethod
 from graphssl.tasks.components import build_method, configured_extraction, configured_probes
@@ -42,13 +43,6 @@ from graphssl.utils import capture_rng, restore_rng, seed_everything
 __all__ = ["HEADLINE", "baseline_enabled", "gains", "untrained_baseline"]
 
 log = logging.getLogger(__name__)
-
-#: the headline test metric of a probe, first present wins, and whether higher is better
-HEADLINE: tuple[tuple[str, bool], ...] = (
-    ("test_acc", True),
-    ("test_ap", True),
-    ("test_mae", False),
-)
 
 
 def gains(metrics: Mapping[str, float]) -> dict[str, float]:
