@@ -5,22 +5,33 @@ downloads each one's ``embeddings.pt`` and returns them as
 :class:`~graphssl.evaluation.emir.compare.Embedder` records, with the ``.pt`` files given by path
 after them; :func:`compare_experiment` is the experiment a compare run goes to.
 :func:`select_report_runs` is the selection of a report, with the error a user can act on when it
-is empty.
+is empty. :func:`newest_sweep_parent`, :func:`newest_named_run` and :func:`zoo_members` find
+the runs of the EMIR studies (a model zoo trained as a sweep, the members a comparison read).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from graphssl.evaluation.correlation import metric_safe
-from graphssl.evaluation.emir.compare import Embedder
+from graphssl.evaluation.emir.compare import CompareResult, Embedder
+from graphssl.evaluation.emir.study import ZooMember
 from graphssl.tracking import artifacts
 from graphssl.tracking.artifacts import RunRecord
 from graphssl.tracking.embeddings import download_embeddings, load_payload
 from graphssl.tracking.store import TrackingStore
 
-__all__ = ["compare_experiment", "load_embedders", "select_report_runs", "unique_names"]
+__all__ = [
+    "compare_experiment",
+    "load_embedders",
+    "newest_named_run",
+    "newest_sweep_parent",
+    "select_report_runs",
+    "unique_names",
+    "zoo_members",
+]
 
 
 def unique_names(records: Sequence[RunRecord]) -> list[str]:
@@ -137,3 +148,88 @@ def select_report_runs(
             f"parent_run_id={parent_run_id!r}, filter={filter_string!r}) in {store.tracking_uri}"
         )
     return runs
+
+
+def newest_sweep_parent(
+    store: TrackingStore, experiment: str, skip_tag: str = "graphssl.study"
+) -> RunRecord | None:
+    """The newest sweep parent a Hydra multirun created in ``experiment`` (runs tagged
+    ``skip_tag``, e.g. a study's own summary run, are skipped), or ``None``."""
+    exp_id = artifacts.experiment_id_of(store, experiment)
+    if exp_id is None:
+        return None
+    runs = store.client.search_runs(
+        [exp_id],
+        filter_string=f"tags.`{artifacts.ROLE_TAG}` = 'sweep'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1000,
+    )
+    for run in runs:
+        tags = run.data.tags
+        if "graphssl.sweep_dir" in tags and skip_tag not in tags:
+            return artifacts.get_run(store, run.info.run_id)
+    return None
+
+
+def newest_named_run(
+    store: TrackingStore, experiment: str, name: str, params: Mapping[str, str]
+) -> RunRecord | None:
+    """The newest FINISHED run called ``name`` in ``experiment`` whose params include
+    ``params``, or ``None``."""
+    if artifacts.experiment_id_of(store, experiment) is None:
+        return None
+    runs = artifacts.select_runs(
+        store, experiment=experiment, filter_string=f"attributes.run_name = '{name}'"
+    )
+    runs = [r for r in runs if all(r.params.get(k) == v for k, v in params.items())]
+    return runs[-1] if runs else None
+
+
+def _width(shape: str | None) -> int | None:
+    """The width of an ``embeddings.shape`` tag (``20000x512`` → 512)."""
+    try:
+        return int(str(shape).rsplit("x", 1)[-1])
+    except ValueError:
+        return None
+
+
+def zoo_members(
+    store: TrackingStore,
+    result: CompareResult,
+    supervised: str = "supervised/test_acc",
+    probe: str = "probe/logreg/test_acc",
+) -> list[ZooMember]:
+    """The members the compare run ``result.run_id`` read, in its order, with their
+    ``supervised`` and ``probe`` scores.
+
+    The compare run tags every input ``graphssl.compare.input.<i> = <name>=run <run id>``; the
+    member runs hold the architecture, the epochs and the embedding width.
+
+    Raises:
+        RuntimeError: the compare run does not say which run an embedder is.
+    """
+    tags = artifacts.get_run(store, result.run_id).tags
+    run_of: dict[str, str] = {}
+    for i in range(len(result.names)):
+        name, _, source = tags.get(f"graphssl.compare.input.{i}", "").partition("=")
+        if source.startswith("run "):
+            run_of[name] = source.removeprefix("run ")
+    out = []
+    for name in result.names:
+        if name not in run_of:
+            raise RuntimeError(f"compare run {result.run_id} does not say which run {name} is")
+        run = artifacts.get_run(store, run_of[name])
+        dim = _width(run.tags.get("embeddings.shape")) or result.original_dims.get(name, 0)
+        out.append(
+            ZooMember(
+                name=name,
+                label=run.run_name.split("[", 1)[0],
+                run_id=run.run_id,
+                architecture=run.params.get("encoder.name", "?"),
+                epochs=int(run.params.get("trainer.epochs", -1)),
+                dim=int(dim),
+                supervised=float(run.metrics.get(supervised, math.nan)),
+                probe=float(run.metrics.get(probe, math.nan)),
+            )
+        )
+    return out
