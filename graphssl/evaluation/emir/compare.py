@@ -114,7 +114,7 @@ class CompareResult:
         informativeness_held_out: the same score from the rows the conditional nets were not
             fitted on (empty when the estimator makes no held-out estimate).
         caveat: why the ranking may not be trusted at this many rows and embedders, or ``None``.
-        run_id: the compare run's MLflow id (set by :func:`run_compare`).
+        run_id: the compare run's MLflow id (set by the compare task).
         original_dims: ``{name: width}`` of the embedders ``max_dims`` projected (empty when
             none was).
     """
@@ -158,7 +158,7 @@ class CompareResult:
         return rows
 
     def metrics(self) -> dict[str, float]:
-        """The MLflow metrics of the compare run."""
+        """The metrics of the comparison, named as the compare run logs them (``emir/...``)."""
         out = {f"emir/informativeness/{n}": v for n, v in self.informativeness.items()}
         out.update(
             {
