@@ -48,7 +48,7 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,11 +56,18 @@ from typing import Any
 import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
-from scipy.stats import rankdata
+
+from graphssl.evaluation.emir.study import (
+    agreement,
+    csv_text,
+    mean_ranks,
+    ranking_correlations,
+    task_correlation_table,
+    task_ranks,
+    task_table,
+)
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-from emir_study import agreement, csv_text, fmt_rank, rank_desc  # noqa: E402
 
 CONF = REPO / "conf"
 EXPERIMENT = "emir_molecules"
@@ -154,101 +161,13 @@ QUICK = Scale(
 )
 
 
-# --------------------------------------------------------------------------------- rankings
-def task_ranks(scores: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
-    """Per task, each embedder's rank (1 = best, ties averaged; a NaN score ranks last).
-
-    Args:
-        scores: ``{task: {embedder: metric}}`` with the metric of :data:`TASKS` (AP: higher is
-            better; RMSE: lower is better).
-    """
-    out: dict[str, dict[str, float]] = {}
-    for task, per_member in scores.items():
-        names = list(per_member)
-        higher = TASKS[task][2]
-        values = np.array([per_member[n] for n in names], dtype=np.float64)
-        badness = -values if higher else values
-        badness = np.where(np.isnan(badness), np.inf, badness)
-        out[task] = dict(zip(names, (float(r) for r in rankdata(badness, method="average"))))
-    return out
-
-
-def mean_ranks(ranks: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """Each embedder's mean rank over the tasks (1 = best everywhere)."""
-    names = list(next(iter(ranks.values())))
-    return {n: float(np.mean([ranks[t][n] for t in ranks])) for n in names}
-
-
-def _metric_name(task: str) -> str:
-    return TASKS[task][1].rsplit("_", 1)[-1].upper()
-
-
-def study_table(
-    members: Sequence[Member],
-    scores: Mapping[str, Mapping[str, float]],
-    ranks: Mapping[str, Mapping[str, float]],
-    means: Mapping[str, float],
-    result: Any,
-) -> str:
-    """The Markdown table: one row per embedder, best mean downstream rank first."""
-    info, held, l2 = result.informativeness, result.informativeness_held_out, result.cross_encoder
-    info_rank, held_rank = rank_desc(info), rank_desc(held) if held else {}
-    l2_rank = rank_desc({k: -v for k, v in l2.items()}) if l2 else {}
-    head = ["embedder", "d", *(f"{TASKS[t][0]} {_metric_name(t)}" for t in scores)]
-    head += ["mean rank", "I_S in-sample", "I_S held-out", "L2"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1))]
-    lines[1] += "|"
-    for m in sorted(members, key=lambda m: (means[m.name], m.name)):
-        n = m.name
-        cells = [n, str(m.dim)]
-        cells += [f"{scores[t][n]:.3f} ({fmt_rank(ranks[t][n])})" for t in scores]
-        cells.append(f"{means[n]:.2f}")
-        cells.append(f"{info[n]:.3f} ({fmt_rank(info_rank[n])})")
-        cells.append(f"{held[n]:.3f} ({fmt_rank(held_rank[n])})" if held else "—")
-        cells.append(f"{l2[n]:.4f} ({fmt_rank(l2_rank[n])})" if l2 else "—")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def correlation_rows(
-    result: Any, scores: Mapping[str, Mapping[str, float]], means: Mapping[str, float]
-) -> list[dict[str, Any]]:
-    """Spearman / Kendall of each ranking (in-sample, held-out, L2) with the mean downstream
-    rank (``-mean rank``: higher = better) and Spearman with each task's metric (signed so that
-    higher = better)."""
-    from graphssl.tasks.compare import correlation
-
-    rankings = {
-        "informativeness": result.informativeness,
-        "informativeness_held_out": result.informativeness_held_out,
-        "cross_encoder": result.cross_encoder,
-    }
-    rows = []
-    for label, score in rankings.items():
-        if not score:
-            continue
-        names = list(score)
-        rho, tau, n, note = correlation([score[k] for k in names], [-means[k] for k in names])
-        row: dict[str, Any] = {"ranking": label, "spearman": rho, "kendall": tau, "n": n}
-        row["note"] = note
-        for task, per_member in scores.items():
-            sign = 1.0 if TASKS[task][2] else -1.0
-            r, _, _, _ = correlation(
-                [score[k] for k in names], [sign * per_member[k] for k in names]
-            )
-            row[f"spearman_{task}"] = r
-        rows.append(row)
-    return rows
-
-
-def correlation_table(rows: Sequence[Mapping[str, Any]], tasks: Sequence[str]) -> str:
-    head = ["ranking", "Spearman", "Kendall", *(f"ρ {TASKS[t][0]}" for t in tasks)]
-    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
-    for r in rows:
-        cells = [r["ranking"], f"{r['spearman']:+.3f}", f"{r['kendall']:+.3f}"]
-        cells += [f"{r[f'spearman_{t}']:+.2f}" for t in tasks]
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out)
+#: task → whether a higher metric is better (AP: yes; RMSE: no)
+HIGHER_IS_BETTER: dict[str, bool] = {task: higher for task, (_, _, higher) in TASKS.items()}
+#: task → its column in the study table, e.g. ``BACE AP``
+HEADERS: dict[str, str] = {
+    task: f"{label} {metric.rsplit('_', 1)[-1].upper()}"
+    for task, (label, metric, _) in TASKS.items()
+}
 
 
 # ------------------------------------------------------------------------------------- runs
@@ -257,19 +176,6 @@ def data_dir() -> Path:
         if c and (Path(c) / "MoleculeNet" / "hiv" / "raw" / "HIV.csv").is_file():
             return Path(c)
     sys.exit("MoleculeNet not found: set GRAPHSSL_DATA_DIR to a folder with MoleculeNet/hiv/raw")
-
-
-def _newest(store: Any, experiment: str, name: str, params: Mapping[str, str]) -> Any:
-    """The newest FINISHED run called ``name`` in ``experiment`` whose params match, or None."""
-    from graphssl.tracking import artifacts
-
-    if artifacts.experiment_id_of(store, experiment) is None:
-        return None
-    runs = artifacts.select_runs(
-        store, experiment=experiment, filter_string=f"attributes.run_name = '{name}'"
-    )
-    runs = [r for r in runs if all(r.params.get(k) == v for k, v in params.items())]
-    return runs[-1] if runs else None
 
 
 def _train(overrides: list[str], log: Path) -> dict[str, float]:
@@ -305,6 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from graphssl.tasks.compare import run_compare
     from graphssl.tracking import artifacts
+    from graphssl.tracking.inputs import newest_named_run
     from graphssl.tracking.mlflow_store import resolve_tracking_uri
     from graphssl.tracking.store import TrackingStore
 
@@ -357,15 +264,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for m in scale.zoo:
             t = time.perf_counter()
             same = {"dataset.max_molecules": str(hiv_n)}
-            found = _newest(store, EXPERIMENT, m.name, same) if args.reuse else None
+            found = newest_named_run(store, EXPERIMENT, m.name, same) if args.reuse else None
             reused = found is not None
             if found is None:
                 _train([*common, *hiv, *m.overrides(), f"logger.run_name={m.name}"], runs_log)
-                found = _newest(store, EXPERIMENT, m.name, same)
+                found = newest_named_run(store, EXPERIMENT, m.name, same)
                 if found is None:
                     raise RuntimeError(f"the run {m.name!r} was not found after training")
             run_ids[m.name] = found.run_id
-            artifacts.set_tags_on(store, found.run_id, {"mlflow.parentRunId": study.run_id})
+            artifacts.set_parent(store, found.run_id, study.run_id)
             hiv_ap = found.metrics.get("probe/logreg/test_ap", math.nan)
             print(
                 f"member {m.name:<22} d={m.dim:<4} HIV test AP {hiv_ap:.3f} "
@@ -381,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for task, (_, metric, _) in TASKS.items():
                 name = f"{m.name}-{task}"
                 same = {"from_run": run_ids[m.name]}
-                found = _newest(store, TASK_EXPERIMENT, name, same) if args.reuse else None
+                found = newest_named_run(store, TASK_EXPERIMENT, name, same) if args.reuse else None
                 if found is not None:
                     run_metrics = found.metrics
                 else:
@@ -408,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 flush=True,
             )
         timings["tasks"] = time.perf_counter() - t1
-        ranks = task_ranks(scores)
+        ranks = task_ranks(scores, HIGHER_IS_BETTER)
         means = mean_ranks(ranks)
         for m in scale.zoo:
             per_task = {f"downstream/{t}": scores[t][m.name] for t in TASKS}
@@ -437,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = run_compare(
                 compose(config_name="compare", overrides=[*compare_overrides, *extra])
             )
-            artifacts.set_tags_on(store, result.run_id, {"mlflow.parentRunId": study.run_id})
+            artifacts.set_parent(store, result.run_id, study.run_id)
             timings[f"compare_{label}"] = time.perf_counter() - t2
             results[label] = result
 
@@ -451,19 +358,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{'all molecules' if scale.task_molecules is None else f'{task_n} molecules'} "
             "each, seeded 80/10/10 splits; rank 1 = best\n\n"
         )
-        report.write(study_table(scale.zoo, scores, ranks, means, main_result) + "\n")
+        dims = {m.name: m.dim for m in scale.zoo}
+        report.write(task_table(dims, scores, ranks, means, main_result, HEADERS) + "\n")
         metrics: dict[str, float] = {}
         mean_dim = float(np.mean([m.dim for m in scale.zoo]))
         csv_rows: list[dict[str, Any]] = []
         for label, result in results.items():
             prefix = "study" if label == "all" else f"study/rows_{label}"
-            rows_ = correlation_rows(result, scores, means)
+            rows_ = ranking_correlations(result, scores, means, HIGHER_IS_BETTER)
             report.write(
                 f"\nRankings on {result.n_rows} HIV rows vs the mean downstream rank "
                 "(higher informativeness and lower L2 should go with a better rank: agreement "
                 "is a positive correlation for I_S and a negative one for L2):\n\n"
             )
-            report.write(correlation_table(rows_, tasks) + "\n")
+            report.write(task_correlation_table(rows_, {t: TASKS[t][0] for t in tasks}) + "\n")
             agree = agreement(result)
             if agree is not None:
                 report.write(

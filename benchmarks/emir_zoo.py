@@ -53,7 +53,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,10 +61,17 @@ from typing import Any
 import torch
 from hydra import compose, initialize_config_dir
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-from emir_study import agreement, csv_text, fmt_rank, rank_desc  # noqa: E402
+from graphssl.evaluation.emir.study import (
+    RANKINGS,
+    agreement,
+    csv_text,
+    zoo_correlation_table,
+    zoo_correlations,
+    zoo_metrics,
+    zoo_table,
+)
 
+REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 EXPERIMENT = "emir_zoo"
 #: the metric graphssl-compare correlates its rankings with (the zoo's own test accuracy)
@@ -73,12 +80,6 @@ COMPARE_DOWNSTREAM = "supervised/test_acc"
 DOWNSTREAMS: dict[str, str] = {
     "supervised": "supervised/test_acc",
     "probe": "probe/logreg/test_acc",
-}
-#: compare result attribute → how the tables call it
-RANKINGS: dict[str, str] = {
-    "informativeness": "I_S in-sample",
-    "informativeness_held_out": "I_S held-out",
-    "cross_encoder": "L2",
 }
 TRAIN_LOG = "emir_zoo_train.log"
 
@@ -110,155 +111,6 @@ QUICK = Scale(
     16,
     ("emir.n_epochs=1", "emir.n_epochs_marg=1", "cross_encoder.epochs=1", "emir.n_jobs=1"),
 )
-
-
-@dataclass(frozen=True)
-class Member:
-    """One trained member of the zoo, as the comparison names it."""
-
-    name: str  # the compare run's embedder name (the metric-safe run name)
-    label: str  # the run name without its swept values, e.g. zoo-resnet18-e4
-    run_id: str
-    architecture: str
-    epochs: int
-    dim: int  # the embedding width before any max_dims projection
-    supervised: float
-    probe: float
-
-    def score(self, downstream: str) -> float:
-        """The member's value of :data:`DOWNSTREAMS` ``[downstream]``."""
-        return self.supervised if downstream == "supervised" else self.probe
-
-
-# ------------------------------------------------------------------------------- the store
-def find_zoo(store: Any) -> Any:
-    """The newest sweep parent the Hydra multirun created in experiment ``emir_zoo`` (the
-    study runs, tagged ``graphssl.study``, are skipped), or ``None``."""
-    from graphssl.tracking import artifacts
-
-    exp_id = artifacts.experiment_id_of(store, EXPERIMENT)
-    if exp_id is None:
-        return None
-    runs = store.client.search_runs(
-        [exp_id],
-        filter_string=f"tags.`{artifacts.ROLE_TAG}` = 'sweep'",
-        order_by=["attributes.start_time DESC"],
-        max_results=1000,
-    )
-    for run in runs:
-        tags = run.data.tags
-        if "graphssl.sweep_dir" in tags and "graphssl.study" not in tags:
-            return artifacts.get_run(store, run.info.run_id)
-    return None
-
-
-def _width(shape: str | None) -> int | None:
-    """The width of an ``embeddings.shape`` tag (``20000x512`` → 512)."""
-    try:
-        return int(str(shape).rsplit("x", 1)[-1])
-    except ValueError:
-        return None
-
-
-def members_of(store: Any, result: Any) -> list[Member]:
-    """The members a compare run read, in its order, with their downstream scores.
-
-    The compare run tags every input ``graphssl.compare.input.<i> = <name>=run <run id>``; the
-    member runs hold the architecture, the epochs and the embedding width.
-    """
-    from graphssl.tracking import artifacts
-
-    tags = artifacts.get_run(store, result.run_id).tags
-    run_of: dict[str, str] = {}
-    for i in range(len(result.names)):
-        name, _, source = tags.get(f"graphssl.compare.input.{i}", "").partition("=")
-        if source.startswith("run "):
-            run_of[name] = source.removeprefix("run ")
-    out = []
-    for name in result.names:
-        if name not in run_of:
-            raise RuntimeError(f"compare run {result.run_id} does not say which run {name} is")
-        run = artifacts.get_run(store, run_of[name])
-        dim = _width(run.tags.get("embeddings.shape")) or result.original_dims.get(name, 0)
-        out.append(
-            Member(
-                name=name,
-                label=run.run_name.split("[", 1)[0],
-                run_id=run.run_id,
-                architecture=run.params.get("encoder.name", "?"),
-                epochs=int(run.params.get("trainer.epochs", -1)),
-                dim=int(dim),
-                supervised=float(run.metrics.get(DOWNSTREAMS["supervised"], math.nan)),
-                probe=float(run.metrics.get(DOWNSTREAMS["probe"], math.nan)),
-            )
-        )
-    return out
-
-
-# ------------------------------------------------------------------------------- the tables
-def study_table(members: Sequence[Member], result: Any) -> str:
-    """The Markdown table: one row per member, best supervised test accuracy first, each
-    ranking's score with its rank (1 = best: the highest I_S, the lowest L2)."""
-    scores = {key: getattr(result, key) for key in RANKINGS}
-    ranks = {
-        key: rank_desc({k: -v for k, v in s.items()} if key == "cross_encoder" else s)
-        for key, s in scores.items()
-        if s
-    }
-    head = ["member", "architecture", "epochs", "d", "supervised test acc", "probe test acc"]
-    head += list(RANKINGS.values())
-    lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
-    for m in sorted(members, key=lambda m: (-_nan_low(m.supervised), m.label)):
-        cells = [m.label, m.architecture, str(m.epochs), str(m.dim)]
-        cells += [f"{m.supervised:.3f}", f"{m.probe:.3f}"]
-        for key, s in scores.items():
-            digits = 4 if key == "cross_encoder" else 3
-            cells.append(f"{s[m.name]:.{digits}f} ({fmt_rank(ranks[key][m.name])})" if s else "—")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _nan_low(v: float) -> float:
-    return -math.inf if math.isnan(v) else v
-
-
-def correlation_rows(members: Sequence[Member], result: Any) -> list[dict[str, Any]]:
-    """Spearman and Kendall of each ranking with each downstream score, over the members."""
-    from graphssl.tasks.compare import correlation
-
-    rows = []
-    for key in RANKINGS:
-        score = getattr(result, key)
-        if not score:
-            continue
-        for label in DOWNSTREAMS:
-            rho, tau, n, note = correlation(
-                [score[m.name] for m in members], [m.score(label) for m in members]
-            )
-            rows.append(
-                {
-                    "rows": result.n_rows,
-                    "ranking": key,
-                    "downstream": DOWNSTREAMS[label],
-                    "spearman": rho,
-                    "kendall": tau,
-                    "n": n,
-                    "note": note,
-                }
-            )
-    return rows
-
-
-def correlation_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    out = [
-        "| rows | ranking | downstream | Spearman | Kendall | n |",
-        "|---:|---|---|---:|---:|---:|",
-    ]
-    for r in rows:
-        cells = [str(r["rows"]), r["ranking"], r["downstream"]]
-        cells += [f"{r['spearman']:+.3f}", f"{r['kendall']:+.3f}", str(r["n"])]
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out)
 
 
 # ------------------------------------------------------------------------------------- runs
@@ -342,8 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from graphssl.tasks.compare import correlation, run_compare
+    from graphssl.evaluation.correlation import correlation
+    from graphssl.tasks.compare import run_compare
     from graphssl.tracking import artifacts
+    from graphssl.tracking.inputs import newest_sweep_parent, zoo_members
     from graphssl.tracking.mlflow_store import default_artifact_location, resolve_tracking_uri
     from graphssl.tracking.store import TrackingStore
 
@@ -380,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.parent:
         parent = artifacts.get_run(store, args.parent)
     else:
-        parent = find_zoo(store)
+        parent = newest_sweep_parent(store, EXPERIMENT)
         if parent is None:
             raise _no_zoo(store_dir, f"no sweep parent run in experiment {EXPERIMENT!r}")
     finished = artifacts.select_runs(store, parent_run_id=parent.run_id)
@@ -445,13 +299,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = run_compare(
                 compose(config_name="compare", overrides=[*compare_overrides, *extra])
             )
-            artifacts.set_tags_on(store, result.run_id, {"mlflow.parentRunId": study.run_id})
+            artifacts.set_parent(store, result.run_id, study.run_id)
             timings[f"compare_{rows}"] = time.perf_counter() - t
             results[rows] = result
 
         # 2. the members' downstream scores, the tables and the correlations
         main_rows = rows_list[-1]
-        members = members_of(store, results[main_rows])
+        members = zoo_members(
+            store, results[main_rows], DOWNSTREAMS["supervised"], DOWNSTREAMS["probe"]
+        )
         by_name = {m.name: m for m in members}
         sup_probe = correlation([m.supervised for m in members], [m.probe for m in members])
         report = io.StringIO()
@@ -462,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"their {max_dims} leading principal components; rank 1 = best (highest I_S, "
             "lowest L2)\n\n"
         )
-        report.write(study_table(members, main_result) + "\n")
+        report.write(zoo_table(members, main_result) + "\n")
         report.write(
             "\nEach ranking vs each downstream score over the members (agreement is a positive "
             "correlation for I_S and a negative one for L2):\n\n"
@@ -472,17 +328,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         member_rows: list[dict[str, Any]] = []
         for rows, result in results.items():
             ordered = [by_name[n] for n in result.names]
-            corr = correlation_rows(ordered, result)
+            corr = zoo_correlations(ordered, result, DOWNSTREAMS)
             corr_rows += corr
             prefix = "study" if rows == main_rows else f"study/rows_{rows}"
-            for r in corr:
-                short = next(k for k, v in DOWNSTREAMS.items() if v == r["downstream"])
-                metrics[f"{prefix}/spearman_{r['ranking']}_{short}"] = r["spearman"]
-                metrics[f"{prefix}/kendall_{r['ranking']}_{short}"] = r["kendall"]
-            agree = agreement(result)
-            if agree is not None:
-                metrics[f"{prefix}/rho_in_out"] = agree
-            metrics[f"{prefix}/n_rows"] = float(result.n_rows)
+            metrics.update(zoo_metrics(corr, result, prefix, DOWNSTREAMS))
             for m in ordered:
                 member_rows.append(
                     {
@@ -498,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         **{key: getattr(result, key).get(m.name, math.nan) for key in RANKINGS},
                     }
                 )
-        report.write(correlation_table(corr_rows) + "\n\n")
+        report.write(zoo_correlation_table(corr_rows) + "\n\n")
         for result in results.values():
             agree = agreement(result)
             if agree is not None:

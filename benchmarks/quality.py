@@ -269,65 +269,6 @@ class ReprobeError(Exception):
     """``--reprobe`` found no stored run to evaluate again (its message says why)."""
 
 
-#: Keys that do not change a run's embeddings besides ``eval.probes.*`` (all of it but the
-#: probe that ``eval.select`` chooses the weights with), ``eval.diagnostics.*``, ``logger.*``
-#: and ``paths.*``: what ``--reprobe`` may differ in from the stored run.
-REPROBE_FREE = (
-    "eval.figures",
-    "eval.diag_every",
-    "eval.diag_subset",
-    "resume",
-    "fail_fast",
-    "optimized_metric",
-    "trainer.progress",
-    "trainer.checkpoint_every",
-    "dataset.data_dir",
-    "dataset.cache_dir",
-)
-_FREE_PREFIXES = (
-    "eval.diagnostics.",
-    "eval.collapse.",
-    "callbacks.monitor.",  # the diagnostics during training (eval.diag_every, ...)
-    "callbacks.checkpoint",  # when checkpoints are written (trainer.checkpoint_every)
-    "logger.",
-    "paths.",
-)
-
-
-def training_config(cfg: DictConfig) -> dict[str, object]:
-    """The resolved keys that decide a run's embeddings: all but :data:`REPROBE_FREE`, the
-    diagnostics, logging, paths and the probes — except the one ``eval.select`` picks the
-    weights with, which shapes the embeddings."""
-    from omegaconf import OmegaConf
-
-    from graphssl.tasks.components import resolve_config
-    from graphssl.tracking.mlflow_store import flatten
-
-    resolved = resolve_config(cfg)
-    select = resolved.eval.get("select") or {}
-    kept = (
-        f"eval.probes.{select.get('probe', 'logreg')}." if select.get("every") is not None else None
-    )
-    container = OmegaConf.to_container(resolved, resolve=True)
-    return {
-        k: v
-        for k, v in flatten(container).items()  # type: ignore[arg-type]
-        if k not in REPROBE_FREE
-        and not k.startswith(_FREE_PREFIXES)
-        and (not k.startswith("eval.probes.") or (kept is not None and k.startswith(kept)))
-    }
-
-
-def config_differences(trained: dict[str, object], now: dict[str, object]) -> list[str]:
-    """``key: stored -> now`` for every key whose value (or presence) differs."""
-    missing = "<absent>"
-    return [
-        f"{k}: {trained.get(k, missing)!r} -> {now.get(k, missing)!r}"
-        for k in sorted(trained.keys() | now.keys())
-        if k not in trained or k not in now or trained[k] != now[k]
-    ]
-
-
 def evaluate_config(cfg: DictConfig, store: Path) -> DictConfig:
     """The evaluate task's config (``conf/evaluate.yaml``) for the runs of ``store``, with the
     ``eval`` node of the composed training config ``cfg``, logging nothing."""
@@ -358,14 +299,15 @@ def reprobe_one(
 ) -> Result:
     """Evaluate the embeddings a ``--store`` run logged under the probes configured now (the
     evaluate task): the newest finished run of ``(method, dataset, seed)`` whose training
-    config is the one composed now (:func:`training_config`).
+    config is the one composed now (the evaluate task's re-probe rule,
+    :func:`graphssl.tasks.evaluate.stored_run_of`).
 
     Raises:
         ReprobeError: ``store`` holds no such run (none of that name with embeddings, or none
             trained under this config), or its embeddings do not fit the dataset.
     """
     from graphssl.tasks.components import resolve_config
-    from graphssl.tasks.evaluate import EvaluationRefused, evaluate
+    from graphssl.tasks.evaluate import EvaluationRefused, evaluate, stored_run_of
     from graphssl.tracking import artifacts
     from graphssl.tracking.embeddings import HASH_TAG
     from graphssl.tracking.store import TrackingStore
@@ -389,25 +331,11 @@ def reprobe_one(
             f"(experiment {tracking.experiment_name!r}); expected one from an earlier "
             f"`quality.py --store {store}` with the same methods, datasets and seeds"
         )
-    now = training_config(cfg)
-    newest_differences: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for candidate in runs:
-            stored_cfg = artifacts.stored_config(tracking, candidate, tmp)
-            differences = config_differences(training_config(stored_cfg), now)
-            if not differences:
-                stored = candidate
-                break
-            newest_differences = newest_differences or differences
-        else:
-            shown = ", ".join(newest_differences[:8])
-            raise ReprobeError(
-                f"none of the {len(runs)} stored runs {name!r} was trained under the config "
-                f"composed now; the newest, {runs[0].run_id}, differs in "
-                f"{len(newest_differences)} keys ({shown}). --reprobe may change the probes "
-                f"(but not the one eval.select chooses weights with), diagnostics, figures and "
-                f"logging only — train again without --reprobe"
-            )
+        try:
+            stored = stored_run_of(tracking, runs, cfg, tmp)
+        except EvaluationRefused as err:
+            raise ReprobeError(f"{err} — train again without --reprobe") from err
     try:
         with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the table
             (evaluated,) = evaluate(evaluate_config(resolved, store), runs=[stored], store=tracking)

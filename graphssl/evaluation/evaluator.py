@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from graphssl.evaluation.extraction import ExtractionPlan, extract_embeddings, plan_extraction
 from graphssl.evaluation.official import OFFICIAL_METRICS, official_metrics
+from graphssl.evaluation.probe import HEADLINE
 from graphssl.evaluation.regression_probe import RidgeEvaluator
 from graphssl.evaluation.runner import (
     DEFAULT_FIGURE_MAX_ROWS,
@@ -43,13 +44,6 @@ from graphssl.utils import capture_rng, restore_rng, seed_everything
 __all__ = ["HEADLINE", "Evaluation", "EvaluationResult", "gains"]
 
 log = logging.getLogger(__name__)
-
-#: the headline test metric of a probe, first present wins, and whether higher is better
-HEADLINE: tuple[tuple[str, bool], ...] = (
-    ("test_acc", True),
-    ("test_ap", True),
-    ("test_mae", False),
-)
 
 #: extraction settings and their defaults (``eval.extraction``)
 _EXTRACTION_DEFAULTS: dict[str, Any] = {

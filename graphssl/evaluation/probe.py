@@ -23,13 +23,20 @@ from graphssl.evaluation.probe_inputs import (
     regression_targets,
 )
 
-__all__ = ["SPLITS", "TASKS", "Probe", "Task"]
+__all__ = ["HEADLINE", "SPLITS", "TASKS", "Probe", "Task"]
 
 Task = Literal["classification", "regression", "multilabel"]
 #: The tasks a probe can serve: single-label classes, real targets, or {0, 1, NaN} label vectors.
 TASKS: tuple[Task, ...] = ("classification", "regression", "multilabel")
 #: The splits :meth:`Probe.evaluate` receives, in this order.
 SPLITS: tuple[str, ...] = ("train", "val", "test")
+#: The headline test metric of a probe, first present wins, and whether higher is better:
+#: ``test_acc`` for classification, ``test_ap`` for multilabel, ``test_mae`` for regression.
+HEADLINE: tuple[tuple[str, bool], ...] = (
+    ("test_acc", True),
+    ("test_ap", True),
+    ("test_mae", False),
+)
 
 
 class Probe(ABC):

@@ -7,6 +7,11 @@ diagnostics of the ``eval`` config composed now — no training. The metrics go 
 itself (default) or into a new child run of it (``as_child=true``). When the stored embeddings
 cannot answer (no embeddings, no labels for a probe, rows or labels that differ from the
 dataset's), :class:`EvaluationRefused` says why in one paragraph.
+
+Stored embeddings answer a new eval config only when they came from the same training: the
+re-probe rule (:func:`training_config`, :func:`stored_run_of`) compares every resolved key
+except the probes (but not the one ``eval.select`` chooses the weights with, which shapes the
+embeddings), the diagnostics, figures, logging and paths (:data:`REPROBE_FREE`).
 """
 
 from __future__ import annotations
@@ -34,13 +39,47 @@ from graphssl.tracking.mlflow_store import flatten
 from graphssl.tracking.store import TrackingStore
 from graphssl.utils import seed_everything
 
-__all__ = ["Evaluated", "EvaluationRefused", "evaluate", "evaluate_run", "select"]
+__all__ = [
+    "REPROBE_FREE",
+    "Evaluated",
+    "EvaluationRefused",
+    "config_differences",
+    "evaluate",
+    "evaluate_run",
+    "select",
+    "stored_run_of",
+    "training_config",
+]
 
 log = logging.getLogger(__name__)
 
 ROLE = "evaluate"
 #: metric prefixes an evaluation recomputes; the stored run's other metrics are kept
 _RECOMPUTED = ("probe/", "diag/")
+
+#: Keys that do not change a run's embeddings besides ``eval.probes.*`` (all of it but the
+#: probe that ``eval.select`` chooses the weights with), ``eval.diagnostics.*``, ``logger.*``
+#: and ``paths.*``: what a re-probe may differ in from the stored run.
+REPROBE_FREE = (
+    "eval.figures",
+    "eval.diag_every",
+    "eval.diag_subset",
+    "resume",
+    "fail_fast",
+    "optimized_metric",
+    "trainer.progress",
+    "trainer.checkpoint_every",
+    "dataset.data_dir",
+    "dataset.cache_dir",
+)
+_FREE_PREFIXES = (
+    "eval.diagnostics.",
+    "eval.collapse.",
+    "callbacks.monitor.",  # the diagnostics during training (eval.diag_every, ...)
+    "callbacks.checkpoint",  # when checkpoints are written (trainer.checkpoint_every)
+    "logger.",
+    "paths.",
+)
 
 
 class EvaluationRefused(ValueError):
@@ -110,6 +149,67 @@ def select(store: TrackingStore, cfg: DictConfig) -> list[RunRecord]:
             f"{store.tracking_uri}); expected graphssl training runs with embeddings.pt"
         )
     return runs
+
+
+def training_config(cfg: DictConfig) -> dict[str, object]:
+    """The resolved keys of a training config that decide its run's embeddings: all but
+    :data:`REPROBE_FREE`, the diagnostics, logging, paths and the probes — except the one
+    ``eval.select`` picks the weights with, which shapes the embeddings."""
+    resolved = resolve_config(cfg)
+    chooser = resolved.eval.get("select") or {}
+    kept = (
+        f"eval.probes.{chooser.get('probe', 'logreg')}."
+        if chooser.get("every") is not None
+        else None
+    )
+    container = OmegaConf.to_container(resolved, resolve=True)
+    return {
+        k: v
+        for k, v in flatten(container).items()  # type: ignore[arg-type]
+        if k not in REPROBE_FREE
+        and not k.startswith(_FREE_PREFIXES)
+        and (not k.startswith("eval.probes.") or (kept is not None and k.startswith(kept)))
+    }
+
+
+def config_differences(trained: dict[str, object], now: dict[str, object]) -> list[str]:
+    """``key: stored -> now`` for every key whose value (or presence) differs."""
+    missing = "<absent>"
+    return [
+        f"{k}: {trained.get(k, missing)!r} -> {now.get(k, missing)!r}"
+        for k in sorted(trained.keys() | now.keys())
+        if k not in trained or k not in now or trained[k] != now[k]
+    ]
+
+
+def stored_run_of(
+    store: TrackingStore, candidates: Sequence[RunRecord], cfg: DictConfig, tmp: str | Path
+) -> RunRecord:
+    """The first of ``candidates`` (newest first) whose stored embeddings may be re-probed under
+    the training config ``cfg``: the one whose :func:`training_config` equals ``cfg``'s.
+
+    Raises:
+        EvaluationRefused: no candidate, or none trained under ``cfg`` (the message names the
+            newest one's differing keys).
+    """
+    if not candidates:
+        raise EvaluationRefused("no stored run to re-probe")
+    now = training_config(cfg)
+    newest: list[str] = []
+    for candidate in candidates:
+        differences = config_differences(
+            training_config(artifacts.stored_config(store, candidate, tmp)), now
+        )
+        if not differences:
+            return candidate
+        newest = newest or differences
+    raise EvaluationRefused(
+        f"none of the {len(candidates)} stored runs {candidates[0].run_name!r} was trained under "
+        f"the config composed now; the newest, {candidates[0].run_id}, differs in {len(newest)} "
+        f"keys ({', '.join(newest[:8])}); its embeddings may be probed again under other "
+        f"probes (but not the one eval.select chooses weights with), diagnostics, figures and "
+        f"logging only"
+    )
 
 
 def _dataset_config(stored: DictConfig, cfg: DictConfig) -> DictConfig:

@@ -230,6 +230,11 @@ def set_tags_on(store: TrackingStore, run_id: str, tags: dict[str, str]) -> None
         store.client.set_tag(run_id, k, v)
 
 
+def set_parent(store: TrackingStore, run_id: str, parent_run_id: str) -> None:
+    """Make ``run_id`` a child of ``parent_run_id`` (where the MLflow UI nests it)."""
+    set_tags_on(store, run_id, {"mlflow.parentRunId": parent_run_id})
+
+
 def log_text_to(store: TrackingStore, run_id: str, text: str, artifact_file: str) -> None:
     """Log ``text`` as the artifact ``artifact_file`` of an existing run."""
     store.client.log_text(run_id, text, artifact_file)

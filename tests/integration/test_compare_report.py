@@ -259,3 +259,116 @@ def test_report_cli_logs_a_report_run(local_store: Path, cli_env: dict[str, str]
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
     assert runs[0].data.metrics["report/spearman/diag/b/all"] == pytest.approx(-1.0)
     assert "scatter.png" in {a.path for a in client.list_artifacts(runs[0].info.run_id)}
+
+
+def _zoo(outputs: Path, tmp: Path, n: int = 300) -> tuple[str, dict[str, int]]:
+    """A model zoo as a Hydra multirun leaves it: a sweep parent and 4 members of widths 8 and
+    12, each with its architecture, epochs, embedding shape and two downstream scores; then a
+    study run (tagged ``graphssl.study``) that a zoo look-up must skip."""
+    client = _client(outputs)
+    exp_id = _experiment(client, outputs, "emir_zoo")
+    sweep_tags = {"graphssl.role": "sweep", "graphssl.sweep_dir": str(tmp / "multirun")}
+    parent = client.create_run(exp_id, run_name="zoo", tags=sweep_tags).info.run_id
+    gen = torch.Generator().manual_seed(2)
+    latent = torch.randn(n, 8, generator=gen)
+    widths: dict[str, int] = {}
+    for k, (arch, epochs) in enumerate([("lcnet", 0), ("lcnet", 4), ("resnet", 0), ("resnet", 4)]):
+        d = 8 if arch == "lcnet" else 12
+        z = latent[:, : SEEN[k]] @ torch.randn(SEEN[k], d, generator=gen)
+        z = z + 0.3 * torch.randn(n, d, generator=gen)
+        rid = _log_embedder(
+            client, exp_id, tmp, f"zoo-{arch}-e{epochs}[x]", z, torch.arange(n), 0.5, parent
+        )
+        client.log_param(rid, "encoder.name", arch)
+        client.log_param(rid, "trainer.epochs", str(epochs))
+        client.log_metric(rid, "supervised/test_acc", 0.6 + 0.1 * k)
+        client.set_tag(rid, "embeddings.shape", f"{n}x{d}")
+        widths[rid] = d
+    client.set_terminated(parent, "FINISHED")
+    study = {**sweep_tags, "graphssl.study": "emir_zoo"}
+    client.set_terminated(client.create_run(exp_id, run_name="study", tags=study).info.run_id)
+    return parent, widths
+
+
+def test_zoo_study_reads_its_members_through_the_compare_run(
+    local_store: Path, tmp_path: Path
+) -> None:
+    """What benchmarks/emir_zoo.py composes: find the zoo, compare it with max_dims, read the
+    members back from the compare run, then tabulate and correlate."""
+    from graphssl.evaluation.emir.study import RANKINGS, zoo_correlations, zoo_table
+    from graphssl.tracking import artifacts
+    from graphssl.tracking.inputs import newest_sweep_parent, zoo_members
+    from graphssl.tracking.store import TrackingStore
+
+    store = TrackingStore(f"sqlite:///{local_store / 'mlflow.db'}", "emir_zoo")
+    assert newest_sweep_parent(store, "emir_zoo") is None  # no such experiment yet
+    parent, widths = _zoo(local_store, tmp_path)
+    zoo = newest_sweep_parent(store, "emir_zoo")
+    assert zoo is not None and zoo.run_id == parent  # the study run is skipped
+
+    cfg = _cfg(
+        "compare",
+        local_store,
+        tmp_path,
+        f"parent_run_id={parent}",
+        "downstream=supervised/test_acc",
+        "max_dims=4",
+        *FAST,
+    )
+    result = run_compare(cfg)
+    compare = artifacts.get_run(store, result.run_id)
+    assert compare.params["max_dims"] == "4"
+    assert compare.tags["graphssl.compare.parent_run_id"] == parent
+    assert set(compare.tags["graphssl.compare.input_run_ids"].split(",")) == set(widths)
+    for i in range(len(widths)):
+        name, _, source = compare.tags[f"graphssl.compare.input.{i}"].partition("=")
+        assert compare.metrics[f"emir/original_dim/{name}"] == widths[source[len("run ") :]]
+        assert compare.metrics[f"emir/informativeness/{name}"] == pytest.approx(
+            result.informativeness[name]
+        )
+
+    study = store.client.create_run(artifacts.experiment_id_of(store, "emir_zoo") or "0")
+    artifacts.set_parent(store, result.run_id, study.info.run_id)
+    assert artifacts.get_run(store, result.run_id).tags["mlflow.parentRunId"] == study.info.run_id
+
+    members = zoo_members(store, result)
+    assert [m.name for m in members] == result.names
+    runs = {r.run_id: r for r in artifacts.select_runs(store, parent_run_id=parent)}
+    for m in members:
+        run = runs[m.run_id]
+        assert m.label == run.run_name.split("[")[0]
+        assert (m.architecture, m.epochs) == (run.params["encoder.name"], 4 * ("e4" in m.label))
+        assert m.dim == widths[m.run_id]  # the width before the projection
+        assert m.supervised == pytest.approx(run.metrics["supervised/test_acc"])
+        assert m.probe == pytest.approx(run.metrics["probe/logreg/test_acc"])
+    table = [line for line in zoo_table(members, result).splitlines() if line.startswith("| zoo-")]
+    assert sorted(line.split("|")[1].strip() for line in table) == sorted(m.label for m in members)
+    downstreams = {"supervised": "supervised/test_acc", "probe": "probe/logreg/test_acc"}
+    rows = zoo_correlations(members, result, downstreams)
+    defined = [r for r in rows if r["downstream"] == "supervised/test_acc"]
+    assert len(defined) == len(RANKINGS) and all(r["n"] == 4 for r in defined)
+    assert all(-1 <= r["spearman"] <= 1 for r in defined)
+    # every member logged the same probe accuracy: constant, so NaN with the reason
+    assert all("constant" in r["note"] for r in rows if r["downstream"] == downstreams["probe"])
+
+
+def test_newest_named_run_matches_name_and_params(local_store: Path, tmp_path: Path) -> None:
+    from graphssl.tracking.inputs import newest_named_run
+    from graphssl.tracking.store import TrackingStore
+
+    client = _client(local_store)
+    exp_id = _experiment(client, local_store, "emir_molecules")
+    made = []
+    for size in ("300", "300", "500"):
+        rid = client.create_run(exp_id, run_name="ig-h16").info.run_id
+        client.log_param(rid, "dataset.max_molecules", size)
+        client.set_terminated(rid, "FINISHED")
+        made.append(rid)
+    store = TrackingStore(f"sqlite:///{local_store / 'mlflow.db'}", "emir_molecules")
+    found = newest_named_run(store, "emir_molecules", "ig-h16", {"dataset.max_molecules": "300"})
+    assert found is not None and found.run_id == made[1]  # the newer of the two 300s
+    assert (
+        newest_named_run(store, "emir_molecules", "ig-h16", {"dataset.max_molecules": "9"}) is None
+    )
+    assert newest_named_run(store, "emir_molecules", "other", {}) is None
+    assert newest_named_run(store, "no-such-experiment", "ig-h16", {}) is None

@@ -463,7 +463,7 @@ def test_principal_components_match_a_float64_svd() -> None:
 
 
 def test_compare_max_dims_projects_the_wide_embedders_only() -> None:
-    from graphssl.tasks.compare import compare_embeddings
+    from graphssl.evaluation.emir.compare import compare_embeddings
 
     g = _gen(4)
     latent = torch.randn(300, 3, generator=g)

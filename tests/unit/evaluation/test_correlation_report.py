@@ -1,4 +1,5 @@
-"""graphssl.report.correlation_table and the correlation helper on plain run records."""
+"""The correlation tables (graphssl.evaluation.correlation) and their outputs
+(graphssl.evaluation.report) on plain run records."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from graphssl.tasks.compare import correlation
-from graphssl.tasks.report import correlation_table, markdown_table
+from graphssl.evaluation.correlation import correlation, correlation_table
+from graphssl.evaluation.report import markdown_table
 from graphssl.tracking.artifacts import RunRecord
 
 
@@ -109,7 +110,8 @@ def test_average_by_merges_the_runs_of_one_point() -> None:
 
 
 def test_baseline_and_separation_tables_where_runs_logged_a_baseline(tmp_path) -> None:
-    from graphssl.tasks.report import baseline_key, report_metrics, write_outputs
+    from graphssl.evaluation.correlation import baseline_key
+    from graphssl.evaluation.report import report_metrics, write_outputs
 
     runs = []
     for i in range(4):
@@ -139,7 +141,7 @@ def test_baseline_and_separation_tables_where_runs_logged_a_baseline(tmp_path) -
 
 
 def test_no_baseline_tables_without_baseline_metrics(tmp_path) -> None:
-    from graphssl.tasks.report import write_outputs
+    from graphssl.evaluation.report import write_outputs
 
     report = correlation_table([_run(i, 0.1 * i, x=float(i)) for i in range(4)])
     assert report.baseline == [] and report.separation == []
@@ -148,7 +150,7 @@ def test_no_baseline_tables_without_baseline_metrics(tmp_path) -> None:
 
 
 def test_scatter_has_axis_labels_and_run_names() -> None:
-    from graphssl.tasks.report import scatter_figure
+    from graphssl.evaluation.report import scatter_figure
 
     runs = [_run(i, 0.5 + 0.1 * i, x=float(i), y=float(-i)) for i in range(4)]
     report = correlation_table(runs, group_by=[])
