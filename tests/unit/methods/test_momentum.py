@@ -26,6 +26,7 @@ from graphssl.methods.bgrl import BGRL
 from graphssl.methods.byol import BYOL
 from graphssl.methods.dino import DINO
 from graphssl.methods.graph_dino import GraphDINO
+from graphssl.methods.momentum import MomentumMethod
 from graphssl.models.encode import encode
 from graphssl.models.encoders import GCNEncoder
 
@@ -276,3 +277,95 @@ def test_checkpoint_keys_are_unchanged_and_resume(name: str, tmp_path: Path) -> 
         assert torch.equal(resumed(batch), method(batch))
         for key, module in method.encoders().items():
             assert torch.equal(encode(resumed.encoders()[key], batch), encode(module, batch))
+
+
+@pytest.mark.parametrize("name", MOMENTUM_METHODS)
+def test_the_base_builds_frozen_targets_and_names_the_encoders(name: str) -> None:
+    method = build(name)
+    assert isinstance(method, MomentumMethod)
+    online_role, target_role = ONLINE_TARGET[name]
+    assert method.roles == (online_role, target_role)
+    named = method.encoders()
+    assert method.evaluated_encoder is named[method.evaluated_role]
+    assert named[online_role] is not named[target_role]
+    # the targets are frozen copies that the optimizer never sees
+    trainable = {id(p) for p in method.trainable_parameters()}
+    for target, online in method.momentum_pairs():
+        assert all(not p.requires_grad for p in target.parameters())
+        assert trainable.isdisjoint(id(p) for p in target.parameters())
+        assert {id(p) for p in online.parameters() if p.requires_grad} <= trainable
+        if name != "bgrl":  # BGRL here re-draws its target (reinit_target=True)
+            assert all(
+                torch.equal(t, o)
+                for t, o in zip(target.state_dict().values(), online.state_dict().values())
+            )
+    # forward() embeds with the evaluated encoder, which auto extraction may run on its own
+    method.eval()
+    batch = batches(name)[0]
+    with torch.no_grad():
+        assert torch.equal(method(batch), encode(method.evaluated_encoder, batch))
+    if method.forward_encoder is not None:
+        assert method.forward_encoder == method.evaluated_role
+    # BYOL's schedule: the base momentum at the start, 1 at the end
+    assert method.momentum_at(0, 10) == method.momentum
+    assert method.momentum_at(10, 10) == 1.0
+
+
+@pytest.mark.parametrize("name", MOMENTUM_METHODS)
+def test_a_momentum_outside_the_unit_interval_is_refused(name: str) -> None:
+    method = build(name)
+    cls, encoder = type(method), method.encoders()[ONLINE_TARGET[name][0]]
+    with pytest.raises(ValueError, match=r"momentum must be in \[0, 1\], got 1.5"):
+        cls(encoder, _adam, momentum=1.5)
+
+
+class _Linear(MomentumMethod):
+    """A user's own momentum method: an online linear map regressing its EMA target."""
+
+    target: nn.Module
+
+    def __init__(self, build_target: bool = True) -> None:
+        super().__init__(_adam, momentum=0.5)
+        self.online = nn.Linear(3, 2)
+        if build_target:
+            self.add_target("target", follows="online")
+
+    def loss(self, batch: Tensor) -> dict[str, Tensor]:
+        with torch.no_grad():
+            target = self.target(batch)
+        return {"loss": (self.online(batch) - target - 1).pow(2).mean()}
+
+    def forward(self, batch: Tensor) -> Tensor:
+        out: Tensor = self.online(batch)
+        return out
+
+
+def test_a_new_method_gets_the_target_schedule_and_update_from_the_base() -> None:
+    torch.manual_seed(0)
+    method = _Linear()
+    assert list(method.state_dict()) == [
+        "online.weight",
+        "online.bias",
+        "target.weight",
+        "target.bias",
+    ]
+    assert set(method.encoders()) == {"online", "target", "encoder"}
+    optimizer = method.configure_optimizer()
+    assert optimizer is not None
+    before = method.target.weight.detach().clone()
+    method.loss(torch.randn(4, 3))["loss"].backward()
+    optimizer.step()
+    method.on_after_optimizer_step(1, 2)  # cosine schedule at the middle: (0.5 + 1) / 2
+    m = 0.75
+    assert torch.allclose(method.target.weight, m * before + (1 - m) * method.online.weight)
+
+    with pytest.raises(RuntimeError, match="add_target"):
+        _Linear(build_target=False).encoders()
+    with pytest.raises(TypeError, match="not a module"):
+        _Linear().add_target("other", follows="momentum")
+
+    class _Misnamed(_Linear):
+        evaluated_role = "teacher"
+
+    with pytest.raises(ValueError, match=r"evaluated_role='teacher' is not one of"):
+        _Misnamed()
