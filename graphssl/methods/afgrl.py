@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod, linear_widths
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, linear_widths
 from graphssl.methods.losses import bootstrap_cosine
-from graphssl.methods.momentum import cosine_ema_momentum, ema_update
+from graphssl.methods.momentum import MomentumMethod
 from graphssl.models.encode import encode
 from graphssl.models.heads import MLPHead
 
@@ -91,15 +88,16 @@ def afgrl_positives(
     return torch.stack([anchor[keep], knn[keep]])
 
 
-class AFGRL(SSLMethod):
+class AFGRL(MomentumMethod):
     """AFGRL (Lee et al., AAAI 2022, https://arxiv.org/abs/2112.02472).
 
-    A BGRL-style online encoder + predictor and an EMA target encoder, but without augmentation:
+    A BGRL-style online encoder + predictor and an EMA target encoder
+    (:class:`~graphssl.methods.momentum.MomentumMethod`), but without augmentation:
     both encoders see the same graph, and the positives of a node are the nodes among its
     ``top_k`` nearest neighbours in target-embedding space that are also adjacent to it (local
     structure) or in the same k-means cluster (global semantics, :func:`afgrl_positives`). The
     loss is the symmetric bootstrap cosine loss over positive pairs. Evaluation uses the online
-    encoder.
+    encoder; ``encoders()`` names ``"online"`` (also ``"encoder"``) and ``"target"``.
 
     Full-batch, the nearest-neighbour search compares all ``n²`` pairs of nodes
     (:meth:`full_batch_loss_bytes`). In mini-batches it is batch-local: the neighbours, the
@@ -119,6 +117,8 @@ class AFGRL(SSLMethod):
             step (default: ``None``, a constant learning rate).
     """
 
+    target: nn.Module  # set by add_target
+
     def __init__(
         self,
         encoder: nn.Module,
@@ -131,9 +131,7 @@ class AFGRL(SSLMethod):
         kmeans_iters: int = 20,
         scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer, scheduler)
-        if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"momentum must be in [0, 1], got {momentum}")
+        super().__init__(optimizer, scheduler, momentum)
         for name, value in (
             ("top_k", top_k),
             ("num_clusters", num_clusters),
@@ -143,10 +141,9 @@ class AFGRL(SSLMethod):
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
         self.online = encoder
-        self.target = copy.deepcopy(encoder).requires_grad_(False)
+        self.add_target("target", follows="online")
         dim = int(encoder.out_channels)  # type: ignore[arg-type]
         self.predictor = MLPHead(dim, predictor_hidden, dim, batch_norm=True)
-        self.momentum = momentum
         self.top_k = top_k
         self.num_clusters = num_clusters
         self.num_kmeans = num_kmeans
@@ -161,13 +158,6 @@ class AFGRL(SSLMethod):
         return sum(widths) + widths[0]  # the BatchNorm of the hidden layer
 
     forward_encoder = "online"  # forward() is encode(self.online, batch)
-
-    def encoders(self) -> dict[str, nn.Module]:
-        return {"online": self.online, "target": self.target, "encoder": self.online}
-
-    def trainable_parameters(self) -> Iterator[nn.Parameter]:
-        yield from self.online.parameters()
-        yield from self.predictor.parameters()
 
     def forward(self, batch: Data) -> Tensor:
         return encode(self.online, batch, seeds_only=True)
@@ -190,6 +180,3 @@ class AFGRL(SSLMethod):
         i, j = pairs[0], pairs[1]
         loss = bootstrap_cosine(p[i], t[j]) + bootstrap_cosine(p[j], t[i])
         return {"loss": loss, "positives_per_node": torch.tensor(pairs.size(1) / max(n, 1))}
-
-    def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
-        ema_update(self.target, self.online, cosine_ema_momentum(step, max_steps, self.momentum))

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
-
 import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 from torch_geometric.nn.inits import reset
 
-from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod, linear_widths
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, linear_widths
 from graphssl.methods.losses import bootstrap_cosine
-from graphssl.methods.momentum import cosine_ema_momentum, ema_update
+from graphssl.methods.momentum import MomentumMethod
 from graphssl.models.augment import GraphAugment, edge_and_feature
 from graphssl.models.encode import encode
 from graphssl.models.heads import MLPHead
 
 
-class BGRL(SSLMethod):
+class BGRL(MomentumMethod):
     """Bootstrapped Graph Latents (Thakoor et al., ICLR 2022, https://arxiv.org/abs/2102.06514).
 
     An online encoder + predictor regresses the target encoder's embedding of another view; the
-    target is an exponential moving average of the online encoder. Evaluation uses the online
-    encoder.
+    target is an exponential moving average of the online encoder
+    (:class:`~graphssl.methods.momentum.MomentumMethod`: built, scheduled and updated there).
+    Evaluation uses the online encoder; ``encoders()`` names ``"online"`` (also
+    ``"encoder"``) and ``"target"``.
 
     Args:
         encoder: online GNN mapping ``(x, edge_index)`` to ``(N, D)``; the target is a copy.
@@ -42,6 +41,8 @@ class BGRL(SSLMethod):
             online encoder's, as the reference code does (default: ``False``).
     """
 
+    target: nn.Module  # set by add_target
+
     def __init__(
         self,
         encoder: nn.Module,
@@ -54,11 +55,9 @@ class BGRL(SSLMethod):
         predictor_batch_norm: bool = True,
         reinit_target: bool = False,
     ) -> None:
-        super().__init__(optimizer, scheduler)
-        if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"momentum must be in [0, 1], got {momentum}")
+        super().__init__(optimizer, scheduler, momentum)
         self.online = encoder
-        self.target = copy.deepcopy(encoder).requires_grad_(False)
+        self.add_target("target", follows="online")
         if reinit_target:
             with torch.no_grad():  # each subtree that can reset itself draws once
                 reset(self.target)
@@ -66,7 +65,6 @@ class BGRL(SSLMethod):
         self.predictor = MLPHead(dim, predictor_hidden, dim, batch_norm=predictor_batch_norm)
         self.augment1 = augment1 or edge_and_feature(0.3, 0.3)
         self.augment2 = augment2 or edge_and_feature(0.2, 0.4)
-        self.momentum = momentum
 
     #: one online pass per view (the target's passes keep no graph for backward)
     encoder_passes = 2
@@ -76,13 +74,6 @@ class BGRL(SSLMethod):
         return sum(widths) + widths[0]  # the BatchNorm of the hidden layer
 
     forward_encoder = "online"  # forward() is encode(self.online, batch)
-
-    def encoders(self) -> dict[str, nn.Module]:
-        return {"online": self.online, "target": self.target, "encoder": self.online}
-
-    def trainable_parameters(self) -> Iterator[nn.Parameter]:
-        yield from self.online.parameters()
-        yield from self.predictor.parameters()
 
     def forward(self, batch: Data) -> Tensor:
         return encode(self.online, batch, seeds_only=True)
@@ -96,6 +87,3 @@ class BGRL(SSLMethod):
             t1 = encode(self.target, v1, seeds_only=True)[:n]
             t2 = encode(self.target, v2, seeds_only=True)[:n]
         return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
-
-    def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
-        ema_update(self.target, self.online, cosine_ema_momentum(step, max_steps, self.momentum))

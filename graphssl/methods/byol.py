@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -12,17 +10,18 @@ from torch import Tensor, nn
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory
 from graphssl.methods.image import ImageSSLMethod, views_of
 from graphssl.methods.losses import bootstrap_cosine
-from graphssl.methods.momentum import cosine_ema_momentum, ema_update
+from graphssl.methods.momentum import MomentumMethod
 from graphssl.models.heads import MLPHead
 
 
-class BYOL(ImageSSLMethod):
+class BYOL(MomentumMethod, ImageSSLMethod):
     """Bootstrap Your Own Latent (Grill et al., NeurIPS 2020, https://arxiv.org/abs/2006.07733).
 
     The online network (backbone + projector + predictor) regresses the target network's
     projection of the other view; the target (backbone + projector) is an exponential moving
-    average of the online one, its momentum annealed from ``momentum`` to 1 along a cosine.
-    Evaluation uses the online backbone.
+    average of the online one, its momentum annealed from ``momentum`` to 1 along a cosine
+    (:class:`~graphssl.methods.momentum.MomentumMethod`). Evaluation uses the online backbone;
+    ``encoders()`` names ``"online"`` (also ``"encoder"``) and ``"target"``.
 
     Args:
         encoder: online backbone mapping images to ``[B, D]``; the target is a copy.
@@ -35,6 +34,9 @@ class BYOL(ImageSSLMethod):
             step (default: ``None``, a constant learning rate).
     """
 
+    target_backbone: nn.Module  # set by add_target
+    target_projector: nn.Module
+
     def __init__(
         self,
         encoder: nn.Module,
@@ -45,9 +47,7 @@ class BYOL(ImageSSLMethod):
         momentum: float = 0.99,
         scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer, scheduler)
-        if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"momentum must be in [0, 1], got {momentum}")
+        super().__init__(optimizer, scheduler, momentum)
         dim = int(encoder.out_channels)  # type: ignore[arg-type]
         self.backbone = encoder
         self.projector = MLPHead(
@@ -56,17 +56,8 @@ class BYOL(ImageSSLMethod):
         self.predictor = MLPHead(
             projection_dim, predictor_hidden, projection_dim, batch_norm=True, act="relu"
         )
-        self.target_backbone = copy.deepcopy(encoder).requires_grad_(False)
-        self.target_projector = copy.deepcopy(self.projector).requires_grad_(False)
-        self.momentum = momentum
-
-    def encoders(self) -> dict[str, nn.Module]:
-        return {"online": self.backbone, "target": self.target_backbone, "encoder": self.backbone}
-
-    def trainable_parameters(self) -> Iterator[nn.Parameter]:
-        yield from self.backbone.parameters()
-        yield from self.projector.parameters()
-        yield from self.predictor.parameters()
+        self.add_target("target_backbone", follows="backbone")
+        self.add_target("target_projector", follows="projector")
 
     def loss(self, batch: Any) -> dict[str, Tensor]:
         views, _ = views_of(batch, min_views=2)
@@ -76,8 +67,3 @@ class BYOL(ImageSSLMethod):
             g1, g2 = self._encode_views(self.target_backbone, views[:2])
             t1, t2 = self.target_projector(torch.cat([g1, g2])).chunk(2)
         return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
-
-    def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
-        m = cosine_ema_momentum(step, max_steps, self.momentum)
-        ema_update(self.target_backbone, self.backbone, m)
-        ema_update(self.target_projector, self.projector, m)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -12,11 +10,11 @@ from torch import Tensor, nn
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory
 from graphssl.methods.image import ImageSSLMethod, views_of
 from graphssl.methods.losses import dino_loss
-from graphssl.methods.momentum import cosine_ema_momentum, ema_update
+from graphssl.methods.momentum import MomentumMethod, check_unit_interval
 from graphssl.models.heads import DINOHead
 
 
-class DINO(ImageSSLMethod):
+class DINO(MomentumMethod, ImageSSLMethod):
     """DINO (Caron et al., ICCV 2021, https://arxiv.org/abs/2104.14294).
 
     A student (backbone + :class:`DINOHead`) matches the teacher's centred and sharpened
@@ -24,7 +22,9 @@ class DINO(ImageSSLMethod):
     moving average of the student, and the centre a moving average of the teacher's outputs
     (centering and sharpening together prevent collapse). With multi-crop
     (``dataset.num_local_crops > 0``) the student also sees the local crops while the teacher
-    sees the two global views only. Evaluation uses the teacher backbone.
+    sees the two global views only. The teacher is built, scheduled and updated by
+    :class:`~graphssl.methods.momentum.MomentumMethod`. Evaluation uses the teacher backbone;
+    ``encoders()`` names ``"teacher"`` (also ``"encoder"``) and ``"student"``.
 
     Args:
         encoder: student backbone mapping images to ``[B, D]``; the teacher is a copy.
@@ -44,7 +44,11 @@ class DINO(ImageSSLMethod):
             step (default: ``None``, a constant learning rate).
     """
 
+    roles = ("student", "teacher")
+    evaluated_role = "teacher"
     center: Tensor
+    teacher: nn.Module  # set by add_target
+    teacher_head: nn.Module
 
     def __init__(
         self,
@@ -62,7 +66,7 @@ class DINO(ImageSSLMethod):
         norm_last_layer: bool = True,
         scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer, scheduler)
+        super().__init__(optimizer, scheduler, momentum)
         for key, value in (
             ("student_temp", student_temp),
             ("teacher_temp", teacher_temp),
@@ -70,13 +74,8 @@ class DINO(ImageSSLMethod):
         ):
             if value <= 0:
                 raise ValueError(f"{key} must be > 0, got {value}")
-        for key, value in (
-            ("center_momentum", center_momentum),
-            ("momentum", momentum),
-            ("teacher_temp_warmup", teacher_temp_warmup),
-        ):
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{key} must be in [0, 1], got {value}")
+        check_unit_interval("center_momentum", center_momentum)
+        check_unit_interval("teacher_temp_warmup", teacher_temp_warmup)
         dim = int(encoder.out_channels)  # type: ignore[arg-type]
         self.student = encoder
         self.student_head = DINOHead(
@@ -89,26 +88,19 @@ class DINO(ImageSSLMethod):
             norm_last_layer=norm_last_layer,
             trunc_normal_init=True,
         )
-        self.teacher = copy.deepcopy(encoder).requires_grad_(False)
-        self.teacher_head = copy.deepcopy(self.student_head).requires_grad_(False)
+        self.add_target("teacher", follows="student")
+        self.add_target("teacher_head", follows="student_head")
         self.register_buffer("center", torch.zeros(1, out_dim))
         self.student_temp, self.teacher_temp = student_temp, teacher_temp
         self.warmup_teacher_temp = warmup_teacher_temp
         self.teacher_temp_warmup = teacher_temp_warmup
-        self.center_momentum, self.momentum = center_momentum, momentum
+        self.center_momentum = center_momentum
         self._progress = 0.0  # fraction of the training steps done
 
     @property
     def backbone(self) -> nn.Module:  # type: ignore[override]
         """The evaluated backbone: the teacher (a property, so it is not registered twice)."""
-        return self.teacher
-
-    def encoders(self) -> dict[str, nn.Module]:
-        return {"teacher": self.teacher, "student": self.student, "encoder": self.teacher}
-
-    def trainable_parameters(self) -> Iterator[nn.Parameter]:
-        yield from (p for p in self.student.parameters() if p.requires_grad)
-        yield from (p for p in self.student_head.parameters() if p.requires_grad)
+        return self.evaluated_encoder
 
     def current_teacher_temp(self) -> float:
         if self.teacher_temp_warmup <= 0 or self._progress >= self.teacher_temp_warmup:
@@ -132,7 +124,7 @@ class DINO(ImageSSLMethod):
         return {"loss": loss}
 
     def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
+        """Record the training progress (for the teacher-temperature warm-up), then update the
+        teacher by EMA."""
         self._progress = step / max(max_steps, 1)
-        m = cosine_ema_momentum(step, max_steps, self.momentum)
-        ema_update(self.teacher, self.student, m)
-        ema_update(self.teacher_head, self.student_head, m)
+        super().on_after_optimizer_step(step, max_steps)

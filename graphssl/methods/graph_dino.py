@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod, linear_widths
+from graphssl.methods.base import OptimizerFactory, SchedulerFactory, linear_widths
 from graphssl.methods.losses import dino_cross_entropy
-from graphssl.methods.momentum import cosine_ema_momentum, ema_update
+from graphssl.methods.momentum import MomentumMethod, check_unit_interval
 from graphssl.models.augment import GraphAugment, edge_and_feature
 from graphssl.models.encode import encode
 from graphssl.models.heads import DINOHead
 
 
-class GraphDINO(SSLMethod):
+class GraphDINO(MomentumMethod):
     """GraphDINO: DINO (Caron et al., ICCV 2021, https://arxiv.org/abs/2104.14294) on graphs.
 
     The student (encoder + :class:`DINOHead` with many prototypes) sees two augmented views;
@@ -26,7 +23,9 @@ class GraphDINO(SSLMethod):
     teacher's scores are centered (an EMA of their batch mean, against collapse to one
     prototype) and sharpened (``teacher_temp < student_temp``, against a uniform output); the
     loss is the cross-entropy between teacher and student distributions of different views
-    (:func:`~graphssl.methods.losses.dino_cross_entropy`). Evaluation uses the teacher encoder.
+    (:func:`~graphssl.methods.losses.dino_cross_entropy`). The teacher is built, scheduled and
+    updated by :class:`~graphssl.methods.momentum.MomentumMethod`, the center here. Evaluation
+    uses the teacher encoder; ``encoders()`` names ``"teacher"`` and ``"student"``.
 
     Args:
         encoder: student GNN mapping ``(x, edge_index)`` to ``(N, D)``; the teacher is a copy.
@@ -44,6 +43,13 @@ class GraphDINO(SSLMethod):
             step (default: ``None``, a constant learning rate).
     """
 
+    roles = ("student", "teacher")
+    evaluated_role = "teacher"
+    #: ``encoders()`` names the teacher and the student only
+    names_encoder = False
+    teacher: nn.Module  # set by add_target
+    teacher_head: nn.Module
+
     def __init__(
         self,
         encoder: nn.Module,
@@ -59,27 +65,24 @@ class GraphDINO(SSLMethod):
         momentum: float = 0.99,
         scheduler: SchedulerFactory | None = None,
     ) -> None:
-        super().__init__(optimizer, scheduler)
+        super().__init__(optimizer, scheduler, momentum)
         if not 0 < teacher_temp <= student_temp:
             raise ValueError(
                 f"temperatures must satisfy 0 < teacher_temp <= student_temp (the teacher is "
                 f"sharpened), got teacher_temp={teacher_temp}, student_temp={student_temp}"
             )
-        for name, m in (("momentum", momentum), ("center_momentum", center_momentum)):
-            if not 0.0 <= m <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {m}")
+        check_unit_interval("center_momentum", center_momentum)
         self.student = encoder
         dim = int(encoder.out_channels)  # type: ignore[arg-type]
         self.student_head = DINOHead(dim, head_hidden, bottleneck, num_prototypes)
-        self.teacher = copy.deepcopy(encoder).requires_grad_(False)
-        self.teacher_head = copy.deepcopy(self.student_head).requires_grad_(False)
+        self.add_target("teacher", follows="student")
+        self.add_target("teacher_head", follows="student_head")
         self.register_buffer("center", torch.zeros(1, num_prototypes))
         self.augment1 = augment1 or edge_and_feature(0.2, 0.3)
         self.augment2 = augment2 or edge_and_feature(0.4, 0.4)
         self.student_temp = student_temp
         self.teacher_temp = teacher_temp
         self.center_momentum = center_momentum
-        self.momentum = momentum
         self._batch_center: Tensor | None = None
 
     #: one student pass per view
@@ -91,13 +94,6 @@ class GraphDINO(SSLMethod):
         return sum(linear_widths(self.student_head)) + 2 * prototypes
 
     forward_encoder = "teacher"  # forward() is encode(self.teacher, batch)
-
-    def encoders(self) -> dict[str, nn.Module]:
-        return {"teacher": self.teacher, "student": self.student}
-
-    def trainable_parameters(self) -> Iterator[nn.Parameter]:
-        yield from self.student.parameters()
-        yield from self.student_head.parameters()
 
     def forward(self, batch: Data) -> Tensor:
         return encode(self.teacher, batch, seeds_only=True)
@@ -119,9 +115,8 @@ class GraphDINO(SSLMethod):
         }
 
     def on_after_optimizer_step(self, step: int, max_steps: int) -> None:
-        m = cosine_ema_momentum(step, max_steps, self.momentum)
-        ema_update(self.teacher, self.student, m)
-        ema_update(self.teacher_head, self.student_head, m)
+        """EMA update of the teacher, then of the center towards the last batch's mean score."""
+        super().on_after_optimizer_step(step, max_steps)
         if self._batch_center is not None:
             center: Tensor = self.center  # type: ignore[assignment]
             center.mul_(self.center_momentum).add_(
