@@ -74,8 +74,11 @@ def _run_task(
     except KeyboardInterrupt as err:
         if multirun or type(err).__name__ != "TrainingInterrupted":
             raise
-        # SIGTERM: the run is already marked KILLED (and the epoch checkpointed if configured)
-        print(f"{command}: stopped: {err}; the MLflow run is marked KILLED", file=sys.stderr)
+        # SIGTERM: the run, when one was created, is already marked KILLED (and the epoch
+        # checkpointed if configured)
+        runs = getattr(err, "graphssl_killed_runs", None) or []
+        where = f"MLflow run {', '.join(runs)} marked KILLED" if runs else "no run was started"
+        print(f"{command}: stopped: {err}; {where}", file=sys.stderr)
         raise SystemExit(128 + signal.SIGTERM) from err
     except Exception as err:
         if not _is_user_error(err, user_errors):

@@ -1,7 +1,8 @@
 """Metrics that survive a lost tracking store: an on-disk journal, flushed with backoff.
 
 Every metric point and tag a run logs is first appended to an append-only JSON-lines journal
-beside the run's checkpoint (``outputs/checkpoints/<config hash>/metrics.jsonl``), then sent to
+beside the run's checkpoint (``outputs/checkpoints/<config hash>/metrics-<run id>.jsonl``), then
+sent to
 the MLflow store in batches, never before the epoch's checkpoint is written (the trainer's
 ``on_epoch_complete`` hook). When the store cannot be reached (a stopped server, a full disk
 under a SQLite store) training goes on: the points stay in the journal and in memory and each
@@ -64,9 +65,11 @@ class JournalWriteError(OSError):
     """The metrics journal could not be written (e.g. the disk is full)."""
 
 
-def journal_path(checkpoint: str | os.PathLike[str]) -> Path:
-    """The journal beside a run's checkpoint file."""
-    return Path(checkpoint).parent / "metrics.jsonl"
+def journal_path(checkpoint: str | os.PathLike[str], run_id: str | None = None) -> Path:
+    """The journal of run ``run_id`` beside its checkpoint file (``metrics-<run id>.jsonl``:
+    two runs of one configuration never share a journal); ``metrics.jsonl`` without an id."""
+    name = f"metrics-{run_id}.jsonl" if run_id else "metrics.jsonl"
+    return Path(checkpoint).parent / name
 
 
 #: modules whose errors are a store's transport or database failing (drivers included, for an
@@ -75,6 +78,12 @@ _IO_MODULES = ("requests", "urllib3", "sqlalchemy", "sqlite3", "psycopg2", "pymy
 
 
 def _is_io_error(err: BaseException) -> bool:
+    """A transport or storage failure that may pass; a refused permission or a read-only file
+    system never does, so it is not one."""
+    if isinstance(err, PermissionError) or (
+        isinstance(err, OSError) and err.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    ):
+        return False
     return isinstance(err, (OSError, ConnectionError, TimeoutError)) or type(
         err
     ).__module__.startswith(_IO_MODULES)

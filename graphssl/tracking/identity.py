@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from graphssl.tracking.mlflow_store import flatten
-from graphssl.tracking.stale import is_stale, mark_stale_killed, runs_of_config
+from graphssl.tracking.stale import HOST_TAG, PID_TAG, is_stale, mark_stale_killed, runs_of_config
 from graphssl.training.checkpoint import CheckpointUnreadable, load_checkpoint
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IGNORED_KEYS",
     "IGNORED_NODES",
+    "RunBusyError",
     "checkpoint_path",
     "config_hash",
     "resume_target",
@@ -49,6 +50,10 @@ IGNORED_KEYS = frozenset(
 #: config nodes whose keys do not make a different run either: the checkpoint callback (how
 #: often it writes is ``trainer.checkpoint_every``; checkpoints never change what a run trains)
 IGNORED_NODES = ("callbacks.checkpoint",)
+
+
+class RunBusyError(ValueError):
+    """``resume=true`` asked for a run whose process is still alive."""
 
 
 def _ignored(key: str) -> bool:
@@ -103,6 +108,15 @@ def resume_target(
             log.warning("%s; moved it aside to %s and starting from scratch", err, moved.name)
     run_id = state.get("mlflow_run_id") if state else None
     known = {r.info.run_id: r for r in runs}
+    live = known.get(run_id) if run_id is not None else None
+    if live is not None and live.info.status == "RUNNING" and not is_stale(live):
+        tags = live.data.tags
+        raise RunBusyError(
+            f"resume=true: run {run_id} of this configuration is still running (process "
+            f"{tags.get(PID_TAG, '?')} on {tags.get(HOST_TAG, '?')}) and owns its checkpoint "
+            f"{ckpt}; expected one resume at a time — wait for it to end, or stop that process "
+            f"(its next start marks the run KILLED) and resume again"
+        )
     if run_id is not None and (
         run_id not in known
         or known[run_id].info.status == "FINISHED"

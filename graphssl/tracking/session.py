@@ -212,7 +212,6 @@ class TrackedRun:
             tags["graphssl.role"] = "job" if launch.multirun else "run"
         tags.update(owner_tags())
         tags[HASH_TAG] = self.config_hash
-        tags[JOURNAL_TAG] = str(journal_path(self.checkpoint_path))
         return self.masker.mapping(tags)
 
     def _params(self) -> dict[str, Any]:
@@ -237,17 +236,20 @@ class TrackedRun:
             run_id=run_id,
             wait_s=self.wait_s,
         )
+        retry_store(self.store.check_artifact_root, self.wait_s)
         tracker.__enter__()
         self._tracker = tracker
+        journal = journal_path(self.checkpoint_path, tracker.run_id)
         try:
+            if not tracker.resumed:
+                # the journal is the run's own: named by its id, found again on resume
+                retry_store(lambda: tracker.set_tags({JOURNAL_TAG: str(journal)}), self.wait_s)
             if not tracker.resumed:  # params are logged once per run: MLflow refuses changes
                 from omegaconf import OmegaConf
 
                 config_yaml = OmegaConf.to_yaml(OmegaConf.create(dict(self.record)))
                 log_run_config(tracker, self.masker, self._params(), config_yaml, launch.config_dir)
-            self._sink = BufferedRun(
-                tracker, journal_path(self.checkpoint_path), resumed=tracker.resumed
-            )
+            self._sink = BufferedRun(tracker, journal, resumed=tracker.resumed)
             tracker.before_exit.append(self._sink.close)  # also when the run fails or is killed
         except BaseException as err:
             tracker.__exit__(type(err), err, err.__traceback__)

@@ -8,8 +8,11 @@ created once per task instead of once per call.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
 
 from omegaconf import DictConfig
 
@@ -64,6 +67,34 @@ class TrackingStore:
                 self.client, name, self.artifact_location
             )
         return self._experiment_ids[name]
+
+    def check_artifact_root(self) -> None:
+        """Refuse a local artifact folder the process cannot write, before a run is created.
+
+        A read-only ``mlartifacts/`` beside a writable database is no store outage to wait for:
+        every artifact of the run would fail after training.
+
+        Raises:
+            PermissionError: the experiment's local artifact folder (or the folder it would be
+                created in) is not writable.
+        """
+        location = self.client.get_experiment(self.experiment_id()).artifact_location or ""
+        if location.startswith("file://"):
+            folder = Path(unquote(urlparse(location).path))
+        elif "://" not in location and location:
+            folder = Path(location)
+        else:
+            return  # a server's or an object store's artifacts: its own permissions
+        existing = folder
+        while not existing.exists() and existing.parent != existing:
+            existing = existing.parent
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise PermissionError(
+                f"the artifact folder {folder} of experiment {self.experiment_name!r} is not "
+                f"writable ({existing} is read-only); expected a writable folder for the run's "
+                f"config, model and figures — make it writable, or log to another outputs folder "
+                f"(paths.outputs_dir=...) or store (logger.tracking_uri=...)"
+            )
 
     def start_run(
         self,

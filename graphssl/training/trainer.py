@@ -155,8 +155,15 @@ class Callback:
     def on_fit_end(self, trainer: Trainer, method: SSLMethod, result: FitResult) -> None: ...
 
 
-class DivergedError(RuntimeError):
-    """The loss became NaN or infinite."""
+class DivergedError(ValueError):
+    """The loss became NaN or infinite, or grew past :data:`DIVERGENCE_FACTOR` times its
+    first value: the run cannot recover, and a wrong setting (a learning rate, the inputs) is
+    the usual cause, so it is reported as a user error in one paragraph."""
+
+
+#: a loss whose magnitude exceeds this multiple of the first batch's (at least of 1) has
+#: diverged
+DIVERGENCE_FACTOR = 1e6
 
 
 class MemoryBudgetError(ValueError):
@@ -274,6 +281,8 @@ class Trainer:
         self.scheduler: LRScheduler | None = None
         self.global_step = 0
         self.should_stop = False
+        #: the first loss of the current fit, the reference of the divergence check
+        self._first_loss: float | None = None
         #: a callback sets this to write a checkpoint of the current epoch even when it is not
         #: one of ``checkpoint_every``'s (e.g. while the tracking store is unreachable); cleared
         #: once a checkpoint of an epoch is written
@@ -427,6 +436,29 @@ class Trainer:
         else:
             log.info("Epoch %03d, %s, %.1f s", n, terms, res.seconds)
 
+    def _check_divergence(self, method: SSLMethod, loss: torch.Tensor, epoch: int) -> None:
+        """Raise :class:`DivergedError` on a non-finite loss, or one whose magnitude exceeds
+        :data:`DIVERGENCE_FACTOR` times the first loss of this fit."""
+        value = float(loss.detach())
+        name = type(method).__name__
+        if not math.isfinite(value):
+            raise DivergedError(
+                f"{name} loss became {value} at epoch {epoch}; lower the learning rate "
+                f"(the optimizer's lr in model.optimizer) or check the inputs for NaN/inf"
+            )
+        first = self._first_loss
+        if first is None:
+            self._first_loss = value
+            return
+        # a first loss near zero would make any later value look divergent: the bound is at
+        # least DIVERGENCE_FACTOR itself
+        if abs(value) > DIVERGENCE_FACTOR * max(abs(first), 1.0):
+            raise DivergedError(
+                f"{name} loss diverged at epoch {epoch}: {value:.4g}, more than "
+                f"{DIVERGENCE_FACTOR:.0e} times its first value {first:.4g}; lower the learning "
+                f"rate (the optimizer's lr in model.optimizer) or enable trainer.grad_clip"
+            )
+
     def fit(self, method: SSLMethod, datamodule: DataModule) -> FitResult:
         """Train ``method`` for up to :attr:`epochs` epochs and return the per-epoch losses."""
         datamodule.setup()
@@ -434,6 +466,7 @@ class Trainer:
         self._check_memory_budget(datamodule, method)
         method.to(self.device)
         result = FitResult()
+        self._first_loss = None
         self.should_stop = False
         self.is_last_epoch = False
         full_graph = datamodule.data if not datamodule.is_graph_level else None
@@ -524,11 +557,7 @@ class Trainer:
                     optimizer.zero_grad(set_to_none=True)
                     out = method.loss(batch)
                     loss = out["loss"]
-                    if not torch.isfinite(loss):
-                        raise DivergedError(
-                            f"{type(method).__name__} loss became {loss.item()} at epoch {epoch}; "
-                            f"lower the learning rate or check the inputs for NaN"
-                        )
+                    self._check_divergence(method, loss, epoch)
                     loss.backward()
                     if self.grad_clip is not None:
                         torch.nn.utils.clip_grad_norm_(method.parameters(), self.grad_clip)

@@ -61,11 +61,11 @@ def wait_for_run(
 
 
 def last_journal_step(outputs: Path, chash: str) -> int:
-    journal = outputs / "checkpoints" / chash / "metrics.jsonl"
-    if not journal.is_file():
-        return -1
+    """The last ``train/loss`` step in the journals of configuration ``chash`` (one per run)."""
+    journals = sorted((outputs / "checkpoints" / chash).glob("metrics-*.jsonl"))
     last = -1
-    for line in journal.read_text().splitlines():
+    lines = [line for j in journals if j.is_file() for line in j.read_text().splitlines()]
+    for line in lines:
         if '"k":"train/loss"' in line:
             try:
                 last = max(last, int(line.split('"s":', 1)[1].split(",", 1)[0]))

@@ -192,8 +192,8 @@ def test_server_down_at_the_end_then_resume(graphssl_cmd, cli_env, tmp_path, ser
     stderr = finish(proc)
     assert proc.returncode == 1, stderr[-3000:]
     assert_one_paragraph(stderr)
-    journal = outputs / "checkpoints" / run.data.tags["graphssl.config_hash"] / "metrics.jsonl"
-    for part in ("stayed unreachable", "resume=true", str(journal), "last.pt"):
+    journal = run.data.tags["graphssl.journal"]  # the run's own journal beside its checkpoint
+    for part in ("stayed unreachable", "resume=true", journal, "last.pt"):
         assert part in stderr, f"{part!r} not in:\n{stderr[-3000:]}"
     restart(server)
     assert client.get_run(run.info.run_id).info.status != "FINISHED"

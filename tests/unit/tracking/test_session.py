@@ -3,6 +3,7 @@ identity, resume, masking, params, tags, the journal and the artifacts. A real S
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from graphssl.tracking import Launch, RunIdentity, TrackedRun, open_run
 from graphssl.tracking.buffer import JOURNAL_TAG
+from graphssl.tracking.identity import RunBusyError
 from graphssl.tracking.stale import HASH_TAG
 
 RECORD: dict[str, Any] = {
@@ -55,7 +57,9 @@ def test_a_run_logs_masked_params_tags_and_finishes(outputs_dir: Path) -> None:
     assert params["db.password"] == "***" and "hunter2" not in str(params)
     assert "pear71" not in params["db.url"]
     assert "model.encoder.hidden" not in params and params["encoder.hidden"] == "8"
-    assert tags[HASH_TAG] == "abc123" and tags[JOURNAL_TAG].endswith("abc123/metrics.jsonl")
+    assert tags[HASH_TAG] == "abc123" and tags[JOURNAL_TAG] == str(
+        outputs_dir / "checkpoints" / "abc123" / f"metrics-{stored.info.run_id}.jsonl"
+    )
     assert tags["probe/logreg/weight_decay"] == "0.1"  # a probe's choice is a tag
     assert set(metrics) >= {"train/loss", "probe/logreg/test_acc", "mem/peak_rss_gb"}
     assert "graphssl.role" not in tags  # not launched by Hydra
@@ -107,6 +111,50 @@ def test_an_invalid_secret_pattern_fails_before_the_store(tmp_path: Path) -> Non
     with pytest.raises(ValueError, match="secret_patterns"):
         open_run(_logger(outputs), _identity(outputs), record)
     assert not (outputs / "mlflow.db").exists()
+
+
+def test_a_read_only_artifact_folder_is_named_before_any_run(
+    outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphssl.tracking import store
+
+    artifacts = outputs_dir / "mlartifacts"
+    artifacts.mkdir()
+    artifacts.chmod(0o555)  # read-only for a user; root writes anyway, so access is asked too
+    real_access = os.access
+    asked: list[Path] = []
+
+    def access(path: Any, mode: int) -> bool:
+        asked.append(Path(path))
+        return False if Path(path) == artifacts else real_access(path, mode)
+
+    monkeypatch.setattr(store.os, "access", access)
+    try:
+        with (
+            pytest.raises(PermissionError, match=r"mlartifacts .*not writable"),
+            open_run(_logger(outputs_dir), _identity(outputs_dir), {}),
+        ):
+            pass
+    finally:
+        artifacts.chmod(0o755)
+    assert artifacts in asked
+    assert _runs(outputs_dir) == []  # refused before the run was created
+
+
+def test_a_second_resume_of_a_live_run_is_refused(outputs_dir: Path) -> None:
+    from graphssl.training.checkpoint import save_checkpoint
+
+    identity = _identity(outputs_dir, resume=True)
+    with open_run(_logger(outputs_dir), identity, {}) as first:
+        identity.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"mlflow_run_id": first.run_id, "config_hash": "abc123"}
+        save_checkpoint(identity.checkpoint_path, payload)
+        with (
+            pytest.raises(RunBusyError, match=rf"run {first.run_id} .* still running"),
+            open_run(_logger(outputs_dir), identity, {}),
+        ):
+            pass
+    assert [r.info.status for r in _runs(outputs_dir)] == ["FINISHED"]
 
 
 def test_the_run_is_not_usable_before_it_is_entered(outputs_dir: Path) -> None:
