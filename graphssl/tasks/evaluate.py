@@ -28,9 +28,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from graphssl.data.base import DataModule
-from graphssl.evaluation.runner import evaluation_settings, run_diagnostics, run_probes
 from graphssl.tasks._summary import summary_table
-from graphssl.tasks.components import build_datamodule, build_probes, resolve_config
+from graphssl.tasks.components import build_datamodule, build_evaluation, resolve_config
 from graphssl.tracking import artifacts
 from graphssl.tracking.artifacts import RunRecord
 from graphssl.tracking.conventions import split_config_values
@@ -268,17 +267,13 @@ def evaluate_run(
     seed = int(data_cfg.get("seed", 0))
     seed_everything(seed)
     dm = build_datamodule(data_cfg)
-    probes = build_probes(cfg.eval.probes, dm)
-    _check_fit(run, emb, dm, probes)
+    evaluation = build_evaluation(cfg)
+    _check_fit(run, emb, dm, evaluation.probes_for(str(getattr(dm, "task", "classification"))))
     z = emb.embeddings
     t0 = time.perf_counter()
     metrics: dict[str, float] = {}
-    if cfg.eval.diagnostics.enabled:
-        metrics.update(run_diagnostics(z, reference=bool(cfg.eval.diagnostics.reference)))
-    caps = evaluation_settings(cfg.eval)
-    metrics.update(
-        run_probes(z, emb.labels, dm.splits(), probes, max_rows=caps["max_rows"], seed=seed)
-    )
+    metrics.update(evaluation.diagnose(z))
+    metrics.update(evaluation.probe_metrics(dm, z, emb.labels, seed))
     metrics["time/evaluate_seconds"] = time.perf_counter() - t0
     return metrics, dm, emb, seed
 
@@ -327,19 +322,10 @@ def _log(
     )
     artifacts.log_text_to(store, run.run_id, eval_yaml, "evaluate/eval.yaml")
     if figures:
-        from graphssl.evaluation.plots import projection_figure, spectrum_figure
-
-        z, y, title = emb.embeddings, emb.labels, run.run_name or run.run_id
-        spectrum = spectrum_figure(
-            z, title=title, max_rows=evaluation_settings(cfg.eval)["figure_max_rows"], seed=seed
-        )
-        artifacts.log_figure_to(store, run.run_id, spectrum, "figures/spectrum.png")
-        artifacts.log_figure_to(
-            store,
-            run.run_id,
-            projection_figure(z, y, seed=seed, title=title),
-            "figures/projection.png",
-        )
+        title = run.run_name or run.run_id
+        drawn = build_evaluation(cfg).figures(emb.embeddings, emb.labels, seed=seed, title=title)
+        for name, figure in drawn.items():
+            artifacts.log_figure_to(store, run.run_id, figure, name)
     return run.run_id
 
 
