@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from hydra.errors import InstantiationException
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
@@ -137,7 +138,7 @@ def test_a_method_of_ones_own(project: Path) -> None:
     client = _client(project)
     for key in ("train/loss", "train/smooth"):  # every key of the user's loss dict, per epoch
         history = client.get_metric_history(run.info.run_id, key)
-        assert [m.step for m in history] == [1, 2], key
+        assert [m.step for m in history] == [0, 1], key
         assert all(math.isfinite(m.value) for m in history), key
     for key in ("probe/logreg/test_acc", "probe/logreg/baseline_test_acc", "diag/rankme"):
         assert run.data.metrics[key] == pytest.approx(metrics[key]), key
@@ -152,8 +153,8 @@ def test_a_method_of_ones_own(project: Path) -> None:
 
 def test_a_method_by_target_override_on_a_configured_one(project: Path) -> None:
     """The page's no-YAML variant: ``model._target_=...`` over DGI's keys."""
-    assert "`model._target_=my_ext.smooth.SmoothDecorrelated`" in DOC.read_text()
-    words = ["model._target_=my_ext.smooth.SmoothDecorrelated", "dataset=sbm"]
+    words = overrides(shown_command("model._target_="), project)
+    assert "model=smooth" not in words and not any(w.startswith("hydra.") for w in words)
     _, run = _train(project, words)
     assert run.data.tags["mlflow.runName"] == "smoothdecorrelated-SBM"
     assert "train/smooth" in run.data.metrics
@@ -168,6 +169,16 @@ def test_a_dataset_of_ones_own(project: Path) -> None:
     assert run.data.metrics["data/num_edges"] == 4 * 45 + 4  # the cliques' and the ring's
     assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["RingOfCliques"]
     assert 0.0 <= metrics["probe/logreg/test_acc"] <= 1.0
+
+
+def test_a_dataset_key_its_class_does_not_accept_is_named(project: Path) -> None:
+    words = overrides(shown_command("dataset=ring"), project)
+    with pytest.raises(
+        InstantiationException, match=r"RingOfCliques got unknown argument.*'num_rings'"
+    ):
+        train(_compose(project, [*words, "+dataset.num_rings=2"]))
+    (run,) = _runs(project)
+    assert run.info.status == "FAILED"
 
 
 def test_a_probe_and_a_diagnostic_from_an_eval_config_of_ones_own(project: Path) -> None:
