@@ -221,3 +221,12 @@ def test_a_probe_that_cannot_be_built_is_refused_before_any_run(project: Path) -
     with pytest.raises(ConfigError, match=r"eval\.probes\.centroid\._target_"):
         train(_compose(project, words))
     assert _runs(project) == []
+
+
+def test_a_diagnostic_without_partial_is_refused_before_any_run(project: Path) -> None:
+    command = shown_command("+eval.diagnostics.extra.participation_ratio=")
+    assert ",_partial_:true}" in command
+    words = overrides(command.replace(",_partial_:true}", "}"), project)
+    with pytest.raises(InstantiationException, match=r"my_ext\.diagnostics\.participation_ratio"):
+        train(_compose(project, words))
+    assert _runs(project) == []
