@@ -1,5 +1,6 @@
 # graphssl — two commands: `make run` (the default experiment) and `make test` (the test suite).
-# Both create .venv if missing and install the package (editable) with its dev extra, offline.
+# Both create .venv if missing and install the package (editable) with its dev extra, offline,
+# at the tested versions of constraints.txt.
 # More extras on top: `make install EXTRAS=ray` (comma-separated, e.g. EXTRAS=ray,molecules).
 
 PYTHON ?= python3
@@ -7,6 +8,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 EXTRAS ?=
+# the tested versions (pyproject.toml declares ranges); `make install CONSTRAINTS=` lets pip choose
+CONSTRAINTS ?= constraints.txt
 
 empty  :=
 space  := $(empty) $(empty)
@@ -25,9 +28,10 @@ endif
 
 .PHONY: install run test test-fast lint format clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(PIP_EXTRAS)]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+	  $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e '.[$(PIP_EXTRAS)]'
 	@touch $@
 
 ## install: .venv with the package and its dev extra (plus EXTRAS, e.g. EXTRAS=ray)
