@@ -51,13 +51,13 @@ test-fast: install
 
 ## lint: ruff (lint + format check) and mypy
 lint: install
-	$(BIN)/ruff check graphssl tests benchmarks
-	$(BIN)/ruff format --check graphssl tests benchmarks
+	$(BIN)/ruff check graphssl tests benchmarks scripts
+	$(BIN)/ruff format --check graphssl tests benchmarks scripts
 	$(BIN)/mypy graphssl
 
 format: install
-	$(BIN)/ruff format graphssl tests benchmarks
-	$(BIN)/ruff check --fix graphssl tests benchmarks
+	$(BIN)/ruff format graphssl tests benchmarks scripts
+	$(BIN)/ruff check --fix graphssl tests benchmarks scripts
 
 clean:
 	rm -rf outputs .pytest_cache .mypy_cache .ruff_cache
