@@ -1,5 +1,6 @@
 # graphssl — two commands: `make run` (the default experiment) and `make test` (the test suite).
-# Both create .venv if missing and install the package (editable) with its dev extra, offline.
+# Both create .venv if missing and install the package (editable) with its dev extra, offline,
+# at the tested versions of constraints.txt.
 # More extras on top: `make install EXTRAS=ray` (comma-separated, e.g. EXTRAS=ray,molecules).
 
 PYTHON ?= python3
@@ -7,6 +8,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 EXTRAS ?=
+# the tested versions (pyproject.toml declares ranges); `make install CONSTRAINTS=` lets pip choose
+CONSTRAINTS ?= constraints.txt
 
 empty  :=
 space  := $(empty) $(empty)
@@ -25,9 +28,10 @@ endif
 
 .PHONY: install run test test-fast lint format clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(PIP_EXTRAS)]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+	  $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e '.[$(PIP_EXTRAS)]'
 	@touch $@
 
 ## install: .venv with the package and its dev extra (plus EXTRAS, e.g. EXTRAS=ray)
@@ -47,13 +51,13 @@ test-fast: install
 
 ## lint: ruff (lint + format check) and mypy
 lint: install
-	$(BIN)/ruff check graphssl tests benchmarks
-	$(BIN)/ruff format --check graphssl tests benchmarks
+	$(BIN)/ruff check graphssl tests benchmarks scripts
+	$(BIN)/ruff format --check graphssl tests benchmarks scripts
 	$(BIN)/mypy graphssl
 
 format: install
-	$(BIN)/ruff format graphssl tests benchmarks
-	$(BIN)/ruff check --fix graphssl tests benchmarks
+	$(BIN)/ruff format graphssl tests benchmarks scripts
+	$(BIN)/ruff check --fix graphssl tests benchmarks scripts
 
 clean:
 	rm -rf outputs .pytest_cache .mypy_cache .ruff_cache

@@ -8,6 +8,7 @@ once from ``seed``, so every run with the same seed evaluates on the same rows.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -19,6 +20,7 @@ from torch_geometric.utils import to_undirected
 
 from graphssl.data.base import DataModule, Split
 from graphssl.data.cache import load_with_processed_repair
+from graphssl.data.embedded import embedded_path, load_embedded
 from graphssl.data.paths import (
     DatasetCorruptError,
     DatasetNotFoundError,
@@ -27,6 +29,8 @@ from graphssl.data.paths import (
 )
 
 SplitName = Literal["public", "geom-gcn", "random"]
+
+log = logging.getLogger(__name__)
 
 
 def random_split(num_nodes: int, train: float, val: float, generator: torch.Generator) -> Split:
@@ -227,6 +231,10 @@ class PlanetoidDataModule(NodeDataModule):
 
     ``split="public"`` gives the 20-per-class split, ``"geom-gcn"`` the 10 splits of Pei et al.
     (ICLR 2020), ``"random"`` seeded fractions.
+
+    Cora's graph also ships inside the package (:mod:`graphssl.data.embedded`): when its raw
+    files are missing and downloads are off or fail, the ``public`` and ``random`` splits load
+    that copy (identical to PyG's) and log one warning saying so; ``geom-gcn`` needs the files.
     """
 
     _RAW = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
@@ -250,8 +258,27 @@ class PlanetoidDataModule(NodeDataModule):
             files += [f"{name}/geom-gcn/raw/ind.{key}.{s}" for s in self._RAW]
             files += [f"{name}/geom-gcn/raw/{key}_split_0.6_0.2_{i}.npz" for i in range(10)]
             pyg_split = "geom-gcn"
-        root = self._root("Planetoid", files, f"{Planetoid.url}/ind.{key}.x")
-        return Planetoid(str(root), name, split=pyg_split)[0]
+        # the packaged copy holds the public split's graph (the random split needs no more)
+        packaged = embedded_path(name) if self.split != "geom-gcn" else None
+        try:
+            # the guard turns a download that fails midway into DatasetDownloadError here,
+            # where the packaged copy can still stand in
+            with self.downloads.guard():
+                root = self._root("Planetoid", files, f"{Planetoid.url}/ind.{key}.x")
+                return Planetoid(str(root), name, split=pyg_split)[0]
+        except DatasetNotFoundError:  # missing, and downloads off or failed
+            if packaged is None:
+                raise
+            reason = "could not be downloaded" if self.downloads.enabled else "downloads are off"
+            log.warning(
+                "dataset %r: raw files not found in %s and %s; using the copy of its public "
+                "split packaged with graphssl (%s)",
+                name,
+                self.data_dir / "Planetoid",
+                reason,
+                packaged.name,
+            )
+            return load_embedded(packaged)
 
 
 class CitationFullDataModule(NodeDataModule):

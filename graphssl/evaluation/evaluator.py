@@ -194,6 +194,51 @@ class Evaluation:
             )
         return probes[name]
 
+    def check(self, datamodule: Any) -> None:
+        """Fit the probes to ``datamodule``'s splits before any training (call it after
+        ``datamodule.setup()``; the split sizes are known only then).
+
+        A kNN probe (:class:`~graphssl.evaluation.knn.KNNEvaluator`) needs ``k`` training rows.
+        Where ``eval.probes.<name>.k`` exceeds the rows it will be fitted on (the smallest
+        training split, after ``max_rows`` and ``knn_max_rows``), ``k`` becomes that number for
+        this run, with one warning naming the key and both sizes, so a small graph (e.g.
+        ``dataset=karate``: 17 training rows) runs with the default config instead of failing
+        after training. The ``k`` used is logged with the probe's results (``probe/<name>/k``).
+        """
+        from graphssl.evaluation.knn import KNNEvaluator
+
+        task = str(getattr(datamodule, "task", "classification"))
+        used = self.probes_for(task)
+        sizes = [int(s.train.numel()) for s in datamodule.splits()]
+        if not sizes:
+            return
+        for name, probe in list(self.probes.items()):
+            if name not in used or not isinstance(probe, KNNEvaluator):
+                continue
+            rows = min(sizes)
+            for cap in (self.max_rows, probe.max_rows):
+                if cap is not None:
+                    rows = min(rows, int(cap))
+            if probe.k <= rows:
+                continue
+            if rows < 1:
+                raise ValueError(
+                    f"eval.probes.{name}: dataset {datamodule.name!r} has a split with no "
+                    f"training rows, so the kNN probe cannot be fitted; expected at least one "
+                    f"training row per split (or eval.probes.{name}=null to drop the probe)"
+                )
+            log.warning(
+                "eval.probes.%s.k=%d is larger than the training split of %s (%d rows); "
+                "the kNN probe uses k=%d in this run (set eval.probes.%s.k to choose)",
+                name,
+                probe.k,
+                datamodule.name,
+                rows,
+                rows,
+                name,
+            )
+            self.probes[name] = _fresh(probe, k=rows)
+
     # ------------------------------------------------------------------ stages
     def plan(self, model: nn.Module, datamodule: Any) -> ExtractionPlan:
         """How :meth:`extract` will extract (its mode and why)."""

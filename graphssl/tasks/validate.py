@@ -6,8 +6,9 @@ object with ``evaluate``; mini-batch fanouts (``trainer.num_neighbors``,
 ``eval.extraction.num_neighbors``) have one entry per message-passing layer of the encoder;
 ``eval.extraction.mode`` is one of the extraction modes and agrees with ``mini_batch``;
 integers lie in a range the code can use (``trainer.epochs`` at most 10^7, any integer within
-64 bits). Config files that are not UTF-8 or not a mapping are refused while Hydra composes
-them (:func:`install_config_file_checks`).
+64 bits), and the keys of :data:`INT_BOUNDS` hold integers or null, not text (``trainer.epochs=abc``
+is refused here, before the run is opened). Config files that are not UTF-8 or not a mapping are
+refused while Hydra composes them (:func:`install_config_file_checks`).
 """
 
 from __future__ import annotations
@@ -57,14 +58,27 @@ def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _expected(lo: int, hi: int) -> str:
+    return f"at most {hi}" if lo == INT64_MIN else f"in [{lo}, {hi}]"
+
+
 def _check_integers(container: Mapping[Any, Any]) -> None:
     for key, value in _flat(container).items():
         if isinstance(value, bool) or not isinstance(value, int):
-            continue  # types are checked where the value is used (e.g. the Trainer)
+            if key in INT_BOUNDS and value is not None:
+                # a command-line value Hydra could not read as a number (trainer.epochs=abc)
+                # stays a string in these plain-YAML groups; refused here, before any run
+                # is opened, rather than by the object that would receive it
+                raise ConfigError(
+                    f"{key} must be an integer, got {value!r} ({type(value).__name__}); "
+                    f"expected an integer {_expected(*INT_BOUNDS[key])}"
+                )
+            continue  # other keys' types are checked where the value is used
         lo, hi = INT_BOUNDS.get(key, INT64)
         if not lo <= value <= hi:
-            expected = f"at most {hi}" if lo == INT64_MIN else f"in [{lo}, {hi}]"
-            raise ConfigError(f"{key}={value} is out of range; expected an integer {expected}")
+            raise ConfigError(
+                f"{key}={value} is out of range; expected an integer {_expected(lo, hi)}"
+            )
 
 
 def _check_probes(probes: Any) -> None:

@@ -59,15 +59,37 @@ def test_missing_data_folder_fails_fast(graphssl_cmd, cli_env, tmp_path, outputs
     # the tests run with downloads off (GRAPHSSL_DOWNLOAD=false), so the run fails before any
     # request; a download that fails or stalls is tested against a local server in
     # tests/unit/data/test_downloads.py
-    res = run_cli(graphssl_cmd, env, "trainer.epochs=1", timeout=300)
+    res = run_cli(graphssl_cmd, env, "dataset=citeseer", "trainer.epochs=1", timeout=300)
     assert res.returncode != 0
-    assert "dataset 'Cora'" in res.stderr
+    assert "dataset 'CiteSeer'" in res.stderr
     assert str(tmp_path / "nowhere" / "Planetoid") in res.stderr
-    assert "ind.cora.x" in res.stderr
+    assert "ind.citeseer.x" in res.stderr
     assert "does not download data when downloads are off" in res.stderr, res.stderr[-2000:]
+    # the data is loaded before the run is opened: no run (none FAILED), not even the experiment
+    assert client_for(outputs_dir).get_experiment_by_name("graphssl") is None
+
+
+def test_default_run_works_without_a_data_folder(
+    graphssl_cmd, cli_env, tmp_path, outputs_dir
+) -> None:
+    """A fresh clone, offline, no data folder: `make run` (DGI on Cora) trains on the copy of
+    Cora packaged with graphssl."""
+    env = dict(cli_env, GRAPHSSL_DATA_DIR=str(tmp_path / "nowhere"))
+    res = run_cli(
+        graphssl_cmd,
+        env,
+        "trainer.epochs=1",
+        "eval.figures=false",
+        "eval.baseline=false",
+        "logger.log_embeddings=false",
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    # one warning line (Hydra's console log is stdout)
+    assert (res.stdout + res.stderr).count("public split packaged with graphssl") == 1
     _, runs = all_runs(outputs_dir)
-    assert [r.info.status for r in runs] == ["FAILED"]
-    assert "DatasetNotFoundError" in runs[0].data.tags["error"]
+    assert [r.info.status for r in runs] == ["FINISHED"]
+    assert runs[0].data.metrics["data/num_nodes"] == 2708
 
 
 def test_failed_run_is_marked_failed(graphssl_cmd, cli_env, outputs_dir) -> None:

@@ -39,6 +39,7 @@ def assert_refused(res, outputs: Path, *needles: str) -> None:
             ["trainer.epochs=100000000000000000000 is out of range", "at most 10000000"],
         ),
         ("seed=-1", ["seed=-1 is out of range"]),
+        ("trainer.epochs=abc", ["trainer.epochs must be an integer, got 'abc' (str)"]),
     ],
 )
 def test_refused_before_training(graphssl_cmd, cli_env, outputs_dir, override, needles) -> None:
