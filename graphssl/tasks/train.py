@@ -64,11 +64,11 @@ def _train(cfg: DictConfig, signals: TaskSignals) -> dict[str, float]:
     cfg = prepare_train_config(cfg)  # resolved and validated: a refused config starts no run
     evaluation = build_evaluation(cfg)
     record = OmegaConf.to_container(cfg)
+    set_threads(cfg.get("num_threads"))
+    seed_everything(int(cfg.seed))
     dm = build_datamodule(cfg)  # data that cannot load refuses the run before it is opened
     evaluation.check(dm)  # probe settings fitted to the splits (kNN's k) before training
     with open_run(cfg.logger, run_identity(cfg), record) as run:  # type: ignore[arg-type]
-        set_threads(cfg.get("num_threads"))
-        seed_everything(int(cfg.seed))
         method = build_method(cfg, dm)
         if (start := run.initial_weights(cfg.get("ckpt_path"), cfg.get("from_run"))) is not None:
             method.load_state_dict(start)
