@@ -23,8 +23,11 @@ from graphssl.data.paths import (
     DatasetCorruptError,
     DatasetNotFoundError,
     Downloads,
+    GraphFileError,
+    UnsafePathError,
     default_data_dir,
 )
+from graphssl.utils import UnsafeFileError
 
 SplitName = Literal["public", "geom-gcn", "random"]
 
@@ -119,7 +122,9 @@ class NodeDataModule(DataModule):
         try:
             with self.downloads.guard():
                 data = load_with_processed_repair(self.load)
-        except (DatasetNotFoundError, ImportError):
+        except (DatasetNotFoundError, GraphFileError, UnsafeFileError, UnsafePathError):
+            raise  # these already name the user's file or value and what was expected
+        except ImportError:
             raise
         except Exception as err:  # PyG's readers raise many kinds on damaged files
             raise DatasetCorruptError(

@@ -27,6 +27,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from graphssl.tracking import mlflow_store
+from graphssl.utils import UnsafeFileError, load_weights_only
 
 if TYPE_CHECKING:
     from graphssl.methods.base import SSLMethod
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MODEL_DIR",
+    "WeightsFileError",
     "download_weights",
     "initial_state",
     "load_method",
@@ -59,26 +61,62 @@ def log_method(
         tracker.log_artifacts(folder, MODEL_DIR)
 
 
+class WeightsFileError(ValueError):
+    """A ``ckpt_path=``/``from_run=`` weights file that cannot be used; the message names the
+    file, what it holds and what was expected."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        super().__init__(
+            f"ckpt_path={str(path)!r} cannot be used: {reason}; expected {_EXPECTED_WEIGHTS}"
+        )
+        self.path = Path(path)
+
+
+#: what a weights file holds, for error messages
+_EXPECTED_WEIGHTS = (
+    f"a run's {WEIGHTS} (torch.save of the method's state_dict) or a trainer checkpoint "
+    f"last.pt (a dict whose 'model' entry is that state_dict)"
+)
+
+
 def load_state(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """A ``state_dict`` file (``model/weights.pt`` or a trainer checkpoint), weights only.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: the file holds neither a state dict nor a checkpoint with one.
+        UnsafeFileError: the file needs full unpickling (refused without running it).
+        WeightsFileError: the file is empty, truncated, not a torch file, or holds neither a
+            state dict nor a checkpoint with one.
     """
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(
-            f"ckpt_path={str(path)!r} does not exist; expected a weights.pt logged by a run "
-            f"(model/weights.pt) or a trainer checkpoint (last.pt)"
+            f"ckpt_path={str(path)!r} does not exist; expected {_EXPECTED_WEIGHTS}"
         )
-    state = torch.load(p, map_location="cpu", weights_only=True)
+    size = p.stat().st_size
+    if size == 0:
+        raise WeightsFileError(path, "the file is empty (0 bytes)")
+    try:
+        state = load_weights_only(p, _EXPECTED_WEIGHTS)
+    except UnsafeFileError:
+        raise
+    except Exception as err:  # truncated zip, a text file, an .npz: RuntimeError, KeyError, ...
+        first = " ".join(str(err).split())[:160]
+        raise WeightsFileError(
+            path,
+            f"its {size} bytes are not a readable torch.save file ({type(err).__name__}: "
+            f"{first}) — truncated, or another format",
+        ) from err
     if isinstance(state, dict) and isinstance(state.get("model"), dict):
         state = state["model"]  # a trainer checkpoint
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ValueError(
-            f"ckpt_path={str(path)!r} holds no state dict; expected a weights.pt logged by a "
-            f"run or a trainer checkpoint"
+    if not isinstance(state, dict) or not state:
+        raise WeightsFileError(path, f"it holds a {type(state).__name__}, not a state dict")
+    odd = [k for k, v in state.items() if not isinstance(v, torch.Tensor)]
+    if odd:
+        raise WeightsFileError(
+            path,
+            f"it holds a dict whose entry {odd[0]!r} is a {type(state[odd[0]]).__name__}, not "
+            f"a tensor ({len(odd)} of {len(state)} entries), so it is not a state dict",
         )
     return state
 
@@ -151,7 +189,7 @@ def load_method(
     with tempfile.TemporaryDirectory(prefix="graphssl-load-") as tmp:
         folder = download_weights(client, run_id, tmp)
         model_cfg = OmegaConf.load(folder / "model.yaml")
-        state = torch.load(folder / "weights.pt", map_location=map_location, weights_only=True)
+        state = load_weights_only(folder / "weights.pt", _EXPECTED_WEIGHTS, map_location)
     method = instantiate(model_cfg)
     method.load_state_dict(state)
     method.eval()
