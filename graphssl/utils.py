@@ -162,6 +162,24 @@ _REFUSED = re.compile(
 )
 
 
+@contextlib.contextmanager
+def allowed_globals(classes: list[Any]) -> Iterator[None]:
+    """Let ``torch.load(weights_only=True)`` rebuild ``classes`` while the block runs.
+
+    Unlike ``torch.serialization.safe_globals``, which removes its classes on exit even when
+    they were allowed before (PyG allows ``Data`` at import), only the classes that were not
+    allowed yet are added, and only those are removed afterwards.
+    """
+    added = [c for c in classes if c not in torch.serialization.get_safe_globals()]
+    torch.serialization.add_safe_globals(added)
+    try:
+        yield
+    finally:
+        from torch import _weights_only_unpickler
+
+        _weights_only_unpickler._remove_safe_globals(added)
+
+
 def is_unsafe_pickle(err: BaseException) -> bool:
     """Whether ``err`` (from ``torch.load(weights_only=True)``) means the file is a pickle of
     objects the weights-only unpickler refuses, rather than a damaged or foreign file."""

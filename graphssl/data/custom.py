@@ -36,7 +36,7 @@ from graphssl.data.paths import (
     require_raw_files,
     writable_root,
 )
-from graphssl.utils import UnsafeFileError, load_weights_only
+from graphssl.utils import UnsafeFileError, allowed_globals, load_weights_only
 
 __all__ = ["GraphFileDataModule", "GraphFileError", "PyGDataModule", "load_graph_file"]
 
@@ -269,7 +269,7 @@ def _torch_load(path: Path) -> Any:
     if path.stat().st_size == 0:
         raise GraphFileError(f"graph file {path} is empty (0 bytes); {_EXPECTED}")
     try:
-        with torch.serialization.safe_globals(safe):
+        with allowed_globals(safe):
             return load_weights_only(path, "a torch_geometric Data or a dict of tensors")
     except UnsafeFileError:
         raise
