@@ -90,8 +90,11 @@ class PyGDataModule(NodeDataModule):
         label = name or str(self.kwargs.get("name", self.cls_name))
         super().__init__(label, **node_kwargs)
         self.to_undirected = bool(to_undirected)
-        # PyG joins these names to its root (Planetoid: <root>/<name>/raw) and creates the
-        # folders: each must stay inside the data and cache folders, checked before any exists
+
+    def _check_names(self) -> None:
+        """PyG joins the class name and string keywords to its root (Planetoid:
+        ``<root>/<name>/raw``) and creates those folders: each must stay inside the data and
+        cache folders, checked before any folder exists."""
         for root in (self.data_dir, self.cache_dir):
             inside_root(root, self.cls_name, "dataset.cls")
             for key, value in self.kwargs.items():
@@ -99,6 +102,7 @@ class PyGDataModule(NodeDataModule):
                     inside_root(root / self.cls_name, value, f"dataset.kwargs.{key}")
 
     def load(self) -> Data:
+        self._check_names()
         cls = _pyg_class(self.cls_name)
         source = self.data_dir / self.cls_name
         if self.downloads.enabled:

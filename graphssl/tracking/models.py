@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -101,16 +102,21 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     except UnsafeFileError:
         raise
     except Exception as err:  # truncated zip, a text file, an .npz: RuntimeError, KeyError, ...
-        first = " ".join(str(err).split())[:160]
-        raise WeightsFileError(
-            path,
-            f"its {size} bytes are not a readable torch.save file ({type(err).__name__}: "
-            f"{first}) — truncated, or another format",
-        ) from err
+        if zipfile.is_zipfile(p) and all(n.endswith(".npy") for n in zipfile.ZipFile(p).namelist()):
+            reason = "it is a numpy .npz archive, not a torch.save file"
+        else:
+            first = " ".join(str(err).split()).split(". ")[0][:120]
+            reason = (
+                f"its {size} bytes are not a readable torch.save file — truncated, or another "
+                f"format ({type(err).__name__}: {first})"
+            )
+        raise WeightsFileError(path, reason) from err
     if isinstance(state, dict) and isinstance(state.get("model"), dict):
         state = state["model"]  # a trainer checkpoint
-    if not isinstance(state, dict) or not state:
+    if not isinstance(state, dict):
         raise WeightsFileError(path, f"it holds a {type(state).__name__}, not a state dict")
+    if not state:
+        raise WeightsFileError(path, "it holds an empty dict, not a state dict")
     odd = [k for k, v in state.items() if not isinstance(v, torch.Tensor)]
     if odd:
         raise WeightsFileError(
