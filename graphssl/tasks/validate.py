@@ -121,7 +121,8 @@ def _check_graph_file(cfg: DictConfig, probes: dict[str, Any]) -> None:
         raise ConfigError(
             f"eval.probes {sorted(probes)} need labels, but the graph file {dataset.path} has "
             f"no 'y' array; expected y [N] integer class ids in the file, or no probes "
-            f"(eval.probes={{}}) to train and log diagnostics only"
+            f"({' '.join(f'eval.probes.{n}=null' for n in sorted(probes))}) to train and log "
+            f"diagnostics only"
         )
     for name, probe in probes.items():
         k = getattr(probe, "k", None)
