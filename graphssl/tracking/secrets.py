@@ -234,11 +234,19 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def write_config_pickle(folder: Path) -> Path:
     """Write ``folder/config.pickle`` (the whole job config, ``hydra`` node included, as Hydra's
     ``--experimental-rerun`` reads it) from ``folder``'s ``config.yaml`` and ``hydra.yaml``."""
-    from omegaconf import OmegaConf
+    from hydra.conf import HydraConf
+    from omegaconf import OmegaConf, open_dict
 
     task = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")) or {}
     hydra = yaml.safe_load((folder / "hydra.yaml").read_text(encoding="utf-8")) or {}
-    config = OmegaConf.create({**task, "hydra": hydra.get("hydra", {})})
+    # Hydra reads the hydra node back as its typed HydraConf (with keys its schema leaves open,
+    # such as hydra.env, as Hydra composes it)
+    node = OmegaConf.structured(HydraConf)
+    OmegaConf.set_struct(node, False)
+    node = OmegaConf.merge(node, hydra.get("hydra") or {})
+    config = OmegaConf.create({k: v for k, v in task.items() if k != "hydra"})
+    with open_dict(config):
+        config.hydra = node
     path = folder / HYDRA_PICKLE
     _write_atomic(path, pickle.dumps(config, protocol=4))
     return path

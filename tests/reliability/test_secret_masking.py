@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
+from hydra.conf import HydraConf
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import _save_config
 from mlflow.tracking import MlflowClient
@@ -166,6 +167,8 @@ def test_the_run_folder_is_masked_at_job_start(tmp_path) -> None:
         job = pickle.load(f)
     assert job.db.password == MASK and job.hydra.runtime.output_dir == str(tmp_path / "run")
     assert job.dataset._target_ == cfg.dataset._target_
+    # typed as Hydra's own node: `graphssl --experimental-rerun <it>` accepts it
+    assert OmegaConf.get_type(job, "hydra") is HydraConf
 
 
 def test_logged_config_and_run_folder_are_masked(tmp_path) -> None:
