@@ -36,6 +36,7 @@ from graphssl.data.paths import (
     require_raw_files,
     writable_root,
 )
+from graphssl.data.safe_pickle import restricted_pickles
 from graphssl.utils import UnsafeFileError, allowed_globals, load_weights_only
 
 __all__ = ["GraphFileDataModule", "GraphFileError", "PyGDataModule", "load_graph_file"]
@@ -117,7 +118,10 @@ class PyGDataModule(NodeDataModule):
             )
             klass = _refusing_download(cls, self.name, root, source)
         takes_root = "root" in inspect.signature(cls).parameters
-        dataset = klass(root=str(root), **self.kwargs) if takes_root else cls(**self.kwargs)
+        from torch_geometric.io import planetoid as reader
+
+        with restricted_pickles(reader):  # Planetoid's raw files are pickles: data classes only
+            dataset = klass(root=str(root), **self.kwargs) if takes_root else cls(**self.kwargs)
         if len(dataset) != 1:
             raise ValueError(
                 f"dataset {self.name!r} ({self.cls_name}) has {len(dataset)} graphs; "

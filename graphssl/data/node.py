@@ -27,6 +27,7 @@ from graphssl.data.paths import (
     UnsafePathError,
     default_data_dir,
 )
+from graphssl.data.safe_pickle import restricted_pickles
 from graphssl.utils import UnsafeFileError
 
 SplitName = Literal["public", "geom-gcn", "random"]
@@ -256,7 +257,10 @@ class PlanetoidDataModule(NodeDataModule):
             files += [f"{name}/geom-gcn/raw/{key}_split_0.6_0.2_{i}.npz" for i in range(10)]
             pyg_split = "geom-gcn"
         root = self._root("Planetoid", files, f"{Planetoid.url}/ind.{key}.x")
-        return Planetoid(str(root), name, split=pyg_split)[0]
+        from torch_geometric.io import planetoid as reader
+
+        with restricted_pickles(reader):  # the raw files are pickles: rebuild data classes only
+            return Planetoid(str(root), name, split=pyg_split)[0]
 
 
 class CitationFullDataModule(NodeDataModule):

@@ -1,5 +1,6 @@
 """No file runs code: graph files, ``ckpt_path=`` weights, trainer checkpoints, embeddings files
-and PyG's processed cache files are read with ``torch.load(weights_only=True)`` (or as ``.npz``).
+and PyG's processed cache files are read with ``torch.load(weights_only=True)`` (or as ``.npz``),
+and Planetoid's raw pickles rebuild only NumPy/SciPy data classes.
 A ``.pt`` whose pickle names other Python objects is refused with one paragraph naming the file
 and how to convert it; its ``__reduce__`` (which would create a marker file) never runs."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import ast
 import os
 import pickle
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from omegaconf import OmegaConf
 from graphssl.data.cache import load_with_processed_repair, weights_only_loads
 from graphssl.data.custom import GraphFileDataModule, load_graph_file
 from graphssl.data.node import PlanetoidDataModule
+from graphssl.data.paths import DatasetCorruptError
 from graphssl.tracking.embeddings import load_payload
 from graphssl.tracking.models import initial_state, load_state
 from graphssl.training.checkpoint import load_checkpoint
@@ -118,6 +121,22 @@ def test_processed_cache_file_with_code_is_rebuilt_not_run(tmp_path, data_dir) -
     with pytest.warns(UserWarning, match="loading failed after reading"):
         dm = PlanetoidDataModule("Cora", data_dir=data_dir, cache_dir=cache)
         assert dm.data.num_nodes == 2708
+    assert not marker.exists()
+
+
+def test_planetoid_raw_pickle_naming_code_is_refused(tmp_path, data_dir) -> None:
+    root = tmp_path / "data"
+    shutil.copytree(
+        data_dir / "Planetoid" / "Cora",
+        root / "Planetoid" / "Cora",
+        ignore=shutil.ignore_patterns("processed"),
+    )
+    marker = tmp_path / "MARKER"
+    raw = root / "Planetoid" / "Cora" / "raw" / "ind.cora.x"
+    raw.write_bytes(pickle.dumps(_Payload(marker), protocol=2))  # the raw format is a pickle
+    dm = PlanetoidDataModule("Cora", data_dir=root, cache_dir=tmp_path / "cache")
+    with pytest.raises(DatasetCorruptError, match=r"the pickle names io\.open"):
+        dm.setup()
     assert not marker.exists()
 
 
