@@ -152,7 +152,8 @@ _EXPECTED = (
     "optionally y [N] integer labels >= 0 and train_mask/val_mask/test_mask [N] or [N, K]"
 )
 #: the last graph read by :func:`load_graph_file`: (file, mtime, size) and the checked graph,
-#: so the config check before a run and the run's datamodule read a large file once
+#: so the config check before a run and the run's datamodule read a large file once (the next
+#: read of the same unchanged file takes it out of the cache)
 _LAST: tuple[tuple[str, int, int], Data] | None = None
 
 
@@ -255,7 +256,8 @@ def load_graph_file(path: str | Path) -> Data:
     stat = path.stat()
     key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
     if _LAST is not None and _LAST[0] == key:
-        return copy.copy(_LAST[1])
+        data, _LAST = _LAST[1], None  # read twice at most: the cache holds no graph after that
+        return copy.copy(data)
     fields = _read_fields(path)
     for name in ("edge_index", "x"):
         if fields.get(name) is None:
