@@ -39,6 +39,7 @@ __all__ = [
     "Masker",
     "log_run_config",
     "mask_hydra_dir",
+    "mask_yaml_file",
 ]
 
 MASK = "***"
@@ -59,8 +60,11 @@ DEFAULT_SECRET_PATTERNS: tuple[str, ...] = (
     r"(^|[._/-])key$",
 )
 #: ``scheme://user:password@``: the password (group 3) may hold any character but whitespace
-#: and ``@`` (``postgresql://u:pear/71@db/x``), and never runs into a next URL
-_URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.\-]*://([^\s:/@?#]*):)((?:(?!://)[^\s@])+)(@)", re.I)
+#: and ``@`` (``postgresql://u:pear/71@db/x``), and never runs into a next URL; the colons may
+#: be escaped, as Hydra writes a multirun job's overrides (``postgresql\://u\:pw@db``)
+_URL_PASSWORD = re.compile(
+    r"([a-z][a-z0-9+.\-]*\\?://([^\s:/@?#\\]*)\\?:)((?:(?!\\?://)[^\s@])+)(@)", re.I
+)
 #: ``host:port/...`` of a URL without a password whose path or query holds an ``@``
 #: (``http://example.org:8080/p?to=a@b``): the "user" is a host name and a port follows
 _HOST_PORT = re.compile(r"\d{1,5}[/?#]")
@@ -252,6 +256,19 @@ def write_config_pickle(folder: Path) -> Path:
     return path
 
 
+def mask_yaml_file(path: Path, masker: Masker) -> bool:
+    """Rewrite YAML file ``path`` in place with secrets masked; whether it held any."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return False
+    masked = masker.yaml_text(text)
+    if masked == text:
+        return False
+    _write_atomic(path, masked.encode("utf-8"))
+    return True
+
+
 def mask_hydra_dir(folder: Path, masker: Masker) -> bool:
     """Rewrite a run's ``.hydra/`` files in place with secrets masked.
 
@@ -264,14 +281,7 @@ def mask_hydra_dir(folder: Path, masker: Masker) -> bool:
     """
     changed = False
     for path in sorted(folder.glob("*.y*ml")):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        masked = masker.yaml_text(text)
-        if masked != text:
-            _write_atomic(path, masked.encode("utf-8"))
-            changed = True
+        changed = mask_yaml_file(path, masker) or changed
     if changed and (folder / HYDRA_PICKLE).is_file():
         if all((folder / name).is_file() for name in ("config.yaml", "hydra.yaml")):
             write_config_pickle(folder)

@@ -18,7 +18,7 @@ from hydra.conf import HydraConf
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import _save_config
 from mlflow.tracking import MlflowClient
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from graphssl.tasks.components import resolve_config
 from graphssl.tasks.rerun import rerun_config
@@ -42,6 +42,8 @@ LEAKS = ["pear/71", "TOKQ-1", "BEARER-77", "TOKVAL-88"]
     ("text", "masked"),
     [
         (DSN, "postgresql://u:***@db/x"),
+        # as Hydra escapes a multirun job's overrides
+        (r"+db.dsn=postgresql\://u\:pear/71@db/x", r"+db.dsn=postgresql\://u\:***@db/x"),
         ("redis://:p:w/x?y@cache:6379/0", "redis://:***@cache:6379/0"),
         ("mysql://u:p%40ss@h:3306/d", "mysql://u:***@h:3306/d"),
         ("https://h.org/a?access_token=abc123&x=1", "https://h.org/a?access_token=***&x=1"),
@@ -216,3 +218,31 @@ def test_rerun_reads_the_masked_config(tmp_path, outputs_dir) -> None:
     assert stored.paths.data_dir == resolved.paths.data_dir
     assert OmegaConf.to_container(stored.dataset) == OmegaConf.to_container(resolved.dataset)
     assert OmegaConf.to_container(stored.model) == OmegaConf.to_container(resolved.model)
+
+
+def test_a_sweep_keeps_no_secret(tmp_path, outputs_dir) -> None:
+    from hydra.types import RunMode
+
+    from graphssl.tracking.sweep import MLflowSweepCallback
+
+    cfg, folder = _job(tmp_path, f"paths.outputs_dir={outputs_dir}")
+    escaped = r"+db.dsn=postgresql\://u\:pear/71@db/x"  # as Hydra writes a job's overrides
+    (folder / "overrides.yaml").write_text(f"- +svc.token=TOKVAL-88\n- '{escaped}'\n")
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text((folder / "hydra.yaml").read_text())
+    with read_write(cfg.hydra), open_dict(cfg):
+        cfg.hydra.mode = RunMode.MULTIRUN
+        cfg.hydra.sweep.dir = str(sweep)
+    callback = MLflowSweepCallback()
+    callback.on_multirun_start(config=cfg)
+    callback.on_multirun_end(config=cfg)
+    SaveJobConfig().on_job_start(config=cfg)
+    _assert_clean(folder, cfg)
+    assert all(leak.encode() not in (sweep / "multirun.yaml").read_bytes() for leak in LEAKS)
+    overrides = yaml.safe_load((folder / "overrides.yaml").read_text())
+    assert overrides == ["+svc.token=***", r"+db.dsn=postgresql\://u\:***@db/x"]
+    client = MlflowClient(f"sqlite:///{outputs_dir / 'mlflow.db'}")
+    (parent,) = client.search_runs([client.get_experiment_by_name("graphssl").experiment_id])
+    assert "+db.password=*** " in parent.data.tags["graphssl.overrides"]
+    assert all(leak not in parent.data.tags["graphssl.overrides"] for leak in LEAKS)
