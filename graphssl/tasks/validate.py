@@ -8,8 +8,8 @@ object with ``evaluate``; mini-batch fanouts (``trainer.num_neighbors``,
 integers lie in a range the code can use (``trainer.epochs`` at most 10^7, any integer within
 64 bits); a user's graph file (``dataset=graph_file``) is read and checked, has labels when
 probes are configured, and has training sets of at least the kNN probe's ``k`` nodes. Config
-files that are not UTF-8 or not a mapping are refused while Hydra composes
-them (:func:`install_config_file_checks`).
+files that are not UTF-8 or not a mapping are refused while Hydra composes them
+(:func:`install_config_file_checks`).
 """
 
 from __future__ import annotations

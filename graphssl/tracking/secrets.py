@@ -34,12 +34,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
+    "HYDRA_PICKLE",
     "MASK",
     "PATTERNS_KEY",
     "Masker",
     "log_run_config",
     "mask_hydra_dir",
     "mask_yaml_file",
+    "write_config_pickle",
 ]
 
 MASK = "***"
@@ -223,8 +225,6 @@ def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix, node)]
 
 
-#: Hydra's files in a run's ``.hydra/`` folder: the task config, its own config, the overrides
-HYDRA_YAML = ("config.yaml", "hydra.yaml", "overrides.yaml")
 #: the pickled job config (``--experimental-rerun``), rebuilt from the masked YAML files
 HYDRA_PICKLE = "config.pickle"
 
