@@ -66,10 +66,11 @@ class WeightsFileError(ValueError):
     """A ``ckpt_path=``/``from_run=`` weights file that cannot be used; the message names the
     file, what it holds and what was expected."""
 
-    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
-        super().__init__(
-            f"ckpt_path={str(path)!r} cannot be used: {reason}; expected {_EXPECTED_WEIGHTS}"
-        )
+    def __init__(
+        self, path: str | os.PathLike[str], reason: str, source: str | None = None
+    ) -> None:
+        where = source or f"ckpt_path={str(path)!r}"
+        super().__init__(f"{where} cannot be used: {reason}; expected {_EXPECTED_WEIGHTS}")
         self.path = Path(path)
 
 
@@ -80,8 +81,12 @@ _EXPECTED_WEIGHTS = (
 )
 
 
-def load_state(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+def load_state(path: str | os.PathLike[str], source: str | None = None) -> dict[str, torch.Tensor]:
     """A ``state_dict`` file (``model/weights.pt`` or a trainer checkpoint), weights only.
+
+    Args:
+        path: the file.
+        source: how messages name it (default: ``ckpt_path='<path>'``).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -96,7 +101,7 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
         )
     size = p.stat().st_size
     if size == 0:
-        raise WeightsFileError(path, "the file is empty (0 bytes)")
+        raise WeightsFileError(path, "the file is empty (0 bytes)", source)
     try:
         state = load_weights_only(p, _EXPECTED_WEIGHTS)
     except UnsafeFileError:
@@ -110,19 +115,20 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
                 f"its {size} bytes are not a readable torch.save file — truncated, or another "
                 f"format ({type(err).__name__}: {first})"
             )
-        raise WeightsFileError(path, reason) from err
+        raise WeightsFileError(path, reason, source) from err
     if isinstance(state, dict) and isinstance(state.get("model"), dict):
         state = state["model"]  # a trainer checkpoint
     if not isinstance(state, dict):
-        raise WeightsFileError(path, f"it holds a {type(state).__name__}, not a state dict")
+        raise WeightsFileError(path, f"it holds a {type(state).__name__}, not a state dict", source)
     if not state:
-        raise WeightsFileError(path, "it holds an empty dict, not a state dict")
+        raise WeightsFileError(path, "it holds an empty dict, not a state dict", source)
     odd = [k for k, v in state.items() if not isinstance(v, torch.Tensor)]
     if odd:
         raise WeightsFileError(
             path,
             f"it holds a dict whose entry {odd[0]!r} is a {type(state[odd[0]]).__name__}, not "
             f"a tensor ({len(odd)} of {len(state)} entries), so it is not a state dict",
+            source,
         )
     return state
 
@@ -168,7 +174,8 @@ def initial_state(store: TrackingStore, cfg: DictConfig) -> dict[str, torch.Tens
         return load_state(str(ckpt))
     if run_id:
         with tempfile.TemporaryDirectory(prefix="graphssl-from-run-") as tmp:
-            return load_state(download_weights(store.client, str(run_id), tmp) / "weights.pt")
+            folder = download_weights(store.client, str(run_id), tmp)
+            return load_state(folder / "weights.pt", f"from_run={str(run_id)!r} ({WEIGHTS})")
     return None
 
 
