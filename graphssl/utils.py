@@ -1,6 +1,6 @@
-"""Small helpers every layer may use: seeding, generator states, run metadata, and the
-structural types of splits and probes (the training loop's selection and the evaluation layer
-both take them, and neither imports the other)."""
+"""Small helpers every layer may use: seeding, generator states, run metadata, loading torch
+files without running code, and the structural types of splits and probes (the training loop's
+selection and the evaluation layer both take them, and neither imports the other)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ import ctypes.util
 import hashlib
 import importlib.metadata
 import os
+import pickle
 import platform
 import random
+import re
 import subprocess
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -133,6 +136,75 @@ def tensor_hash(t: torch.Tensor) -> str:
     h.update(f"{t.dtype}:{tuple(t.shape)}".encode())
     h.update(t.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
+
+
+class UnsafeFileError(ValueError):
+    """A torch file that only full unpickling could read; graphssl refuses it, because
+    unpickling runs whatever code the file names. The message names the file, what was expected
+    and how to convert it into a code-free file."""
+
+    def __init__(self, path: str | os.PathLike[str], expected: str, detail: str = "") -> None:
+        why = f" ({detail})" if detail else ""
+        super().__init__(
+            f"{path} was refused: it holds Python objects that only full unpickling could "
+            f"rebuild{why}, and unpickling runs code named by the file, so graphssl never does "
+            f"it. Expected "
+            f"{expected}. Convert it once, in a session that trusts the file, into tensors only: "
+            f"torch.save({{k: torch.as_tensor(v) for k, v in obj.items()}}, 'file.pt') (a dict "
+            f"of tensors, read with weights_only=True) or numpy.savez('file.npz', **arrays)"
+        )
+        self.path = Path(path)
+
+
+#: the global (``module.name``) or pickle opcode that torch's weights-only unpickler refused
+_REFUSED = re.compile(
+    r"(?:unsupported GLOBAL|Unsupported global: GLOBAL) ([\w.]+)|(Unsupported operand \d+)"
+)
+
+
+@contextlib.contextmanager
+def allowed_globals(classes: list[Any]) -> Iterator[None]:
+    """Let ``torch.load(weights_only=True)`` rebuild ``classes`` while the block runs.
+
+    Unlike ``torch.serialization.safe_globals``, which removes its classes on exit even when
+    they were allowed before (PyG allows ``Data`` at import), only the classes that were not
+    allowed yet are added, and only those are removed afterwards.
+    """
+    added = [c for c in classes if c not in torch.serialization.get_safe_globals()]
+    torch.serialization.add_safe_globals(added)
+    try:
+        yield
+    finally:
+        from torch import _weights_only_unpickler
+
+        _weights_only_unpickler._remove_safe_globals(added)
+
+
+def is_unsafe_pickle(err: BaseException) -> bool:
+    """Whether ``err`` (from ``torch.load(weights_only=True)``) means the file is a pickle of
+    objects the weights-only unpickler refuses, rather than a damaged or foreign file."""
+    return isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err)
+
+
+def load_weights_only(
+    path: str | os.PathLike[str], expected: str, map_location: Any = "cpu", **kwargs: Any
+) -> Any:
+    """``torch.load(path, weights_only=True)``; a file that only full unpickling could read
+    raises :class:`UnsafeFileError` (naming the file, ``expected`` and how to convert it).
+
+    Other failures (a truncated, empty or foreign file) propagate unchanged for the caller to
+    name.
+    """
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True, **kwargs)
+    except pickle.UnpicklingError as err:
+        if not is_unsafe_pickle(err):
+            raise
+        found = _REFUSED.search(str(err))
+        detail = ""
+        if found:
+            detail = f"it names {found.group(1)}" if found.group(1) else found.group(2)
+        raise UnsafeFileError(path, expected, detail) from None
 
 
 #: glibc ``mallopt`` parameters (``malloc.h``) and their defaults

@@ -8,6 +8,11 @@ processes in the user's data folder: :func:`processed_root` copies the raw files
 ``<cache_dir>/<source name>-<digest of the raw files>/`` and checks the processed files there
 before PyG reads them; :func:`load_with_processed_repair` serialises loads of one cache entry
 across processes and drops the processed files once when a load fails after reading them.
+
+Processed files are read without running code: while a load runs, every ``torch.load`` (PyG's
+own, including its fall-back to full unpickling and its ``pre_transform.pt`` check, and OGB's)
+is forced to ``weights_only=True`` (``TORCH_FORCE_WEIGHTS_ONLY_LOAD``), so a processed file
+holding other Python objects fails to load and is rebuilt from the raw files instead.
 """
 
 from __future__ import annotations
@@ -146,15 +151,38 @@ def processed_root(source: Path, cache_dir: Path) -> Path:
     return base / source.name
 
 
+#: torch reads these on every ``torch.load``: the first forces ``weights_only=True`` even where a
+#: caller passes ``False``; the second (which would do the opposite) must be unset meanwhile
+_FORCE_SAFE, _FORCE_UNSAFE = "TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
+
+
+@contextlib.contextmanager
+def weights_only_loads() -> Iterator[None]:
+    """Force every ``torch.load`` in this process to ``weights_only=True`` while the block
+    runs (the environment is restored afterwards)."""
+    saved = {k: os.environ.get(k) for k in (_FORCE_SAFE, _FORCE_UNSAFE)}
+    os.environ[_FORCE_SAFE] = "1"
+    os.environ.pop(_FORCE_UNSAFE, None)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def load_with_processed_repair(load: Callable[[], T]) -> T:
     """Run ``load`` (which calls :func:`processed_root`) and return its result.
 
     Every cache entry ``load`` uses stays locked until it returns, so concurrent runs never read
     a processed file another one is writing. If ``load`` fails and an entry it used holds
     processed files, they are removed (with a warning) and ``load`` runs once more: an error that
-    remains comes from the raw files.
+    remains comes from the raw files. Every ``torch.load`` meanwhile is weights-only
+    (:func:`weights_only_loads`).
     """
-    with contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as stack, weights_only_loads():
         bases: list[Path] = []
         token = _SCOPE.set((stack, bases))
         try:

@@ -25,8 +25,12 @@ from graphssl.data.paths import (
     DatasetCorruptError,
     DatasetNotFoundError,
     Downloads,
+    GraphFileError,
+    UnsafePathError,
     default_data_dir,
 )
+from graphssl.data.safe_pickle import restricted_pickles
+from graphssl.utils import UnsafeFileError
 
 SplitName = Literal["public", "geom-gcn", "random"]
 
@@ -123,7 +127,9 @@ class NodeDataModule(DataModule):
         try:
             with self.downloads.guard():
                 data = load_with_processed_repair(self.load)
-        except (DatasetNotFoundError, ImportError):
+        except (DatasetNotFoundError, GraphFileError, UnsafeFileError, UnsafePathError):
+            raise  # these already name the user's file or value and what was expected
+        except ImportError:
             raise
         except Exception as err:  # PyG's readers raise many kinds on damaged files
             raise DatasetCorruptError(
@@ -265,7 +271,11 @@ class PlanetoidDataModule(NodeDataModule):
             # where the packaged copy can still stand in
             with self.downloads.guard():
                 root = self._root("Planetoid", files, f"{Planetoid.url}/ind.{key}.x")
-                return Planetoid(str(root), name, split=pyg_split)[0]
+                from torch_geometric.io import planetoid as reader
+
+                # the raw files are pickles: rebuild data classes only
+                with restricted_pickles(reader):
+                    return Planetoid(str(root), name, split=pyg_split)[0]
         except DatasetNotFoundError:  # missing, and downloads off or failed
             if packaged is None:
                 raise

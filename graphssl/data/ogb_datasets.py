@@ -31,6 +31,7 @@ from graphssl.data.base import Split
 from graphssl.data.graph import GraphDataModule, GraphSplitName
 from graphssl.data.node import NodeDataModule
 from graphssl.data.paths import DatasetNotFoundError, missing_files
+from graphssl.utils import allowed_globals
 
 __all__ = ["OGBGraphDataModule", "OGBNodeDataModule", "ogb_meta"]
 
@@ -94,7 +95,7 @@ def _non_interactive(module: ModuleType) -> Iterator[None]:
     module.input = lambda *args: "n"  # type: ignore[attr-defined]
     safe = [Data, DataEdgeAttr, DataTensorAttr, GlobalStorage, NodeStorage, EdgeStorage]
     try:
-        with torch.serialization.safe_globals(safe):
+        with allowed_globals(safe):
             yield
     finally:
         module.decide_download = saved  # type: ignore[attr-defined]

@@ -49,6 +49,37 @@ class DatasetCorruptError(ValueError):
     """Raw files exist but cannot be read."""
 
 
+class GraphFileError(ValueError):
+    """A user's graph file cannot be used; the message names the file, the array, the
+    offending value and what was expected."""
+
+
+class UnsafePathError(ValueError):
+    """A configured name that becomes a path would leave the folder it belongs in."""
+
+
+def inside_root(root: Path, name: str, key: str) -> Path:
+    """``root / name``, refused when it resolves outside ``root``.
+
+    Checked before anything is created: a name with ``..`` parts, an absolute path or a
+    symbolic link that leads out of ``root`` raises :class:`UnsafePathError` naming the config
+    key, the value and the folder.
+
+    Args:
+        root: the folder the name belongs in (it need not exist yet).
+        name: the configured name (a dataset name, a file name).
+        key: the config key that set ``name``, for the message.
+    """
+    base = Path(os.path.abspath(root)).resolve()
+    target = (base / name).resolve()
+    if target != base and base not in target.parents:
+        raise UnsafePathError(
+            f"{key}={name!r} would leave its folder {root} (it resolves to {target}); expected "
+            f"a name inside that folder: no '..' parts, no absolute path, no link out of it"
+        )
+    return target
+
+
 def default_data_dir() -> Path:
     """``$GRAPHSSL_DATA_DIR`` if set, else ``data/`` in the current working directory."""
     env = os.environ.get(DATA_ENV)

@@ -33,6 +33,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from graphssl.data.node import NodeDataModule
+from graphssl.utils import load_weights_only
 
 __all__ = ["SyntheticLargeDataModule", "generate_large_graph"]
 
@@ -198,7 +199,7 @@ class SyntheticLargeDataModule(NodeDataModule):
     def load(self) -> Data:
         path = self.cache_file
         if self.cache and path.is_file():
-            stored = torch.load(path, weights_only=True, mmap=True)
+            stored = load_weights_only(path, "a generated graph (tensors)", mmap=True)
             self._num_undirected = int(stored.pop("num_undirected_edges"))
             return Data(**stored, num_nodes=self.params["num_nodes"])
         data, m = generate_large_graph(**self.params)

@@ -21,6 +21,7 @@ from torch_geometric.data import Data
 from graphssl.methods.base import SSLMethod
 from graphssl.models.encode import encode
 from graphssl.models.random_walk import random_walks, skipgram_fit
+from graphssl.utils import load_weights_only
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +201,7 @@ class DeepWalk(SSLMethod):
         cache = self._cache_file(data.edge_index, num_nodes, skipgram_epochs)
         if cache is not None and cache.is_file():
             t0 = time.perf_counter()
-            entry = torch.load(cache, map_location="cpu", weights_only=True)
+            entry = load_weights_only(cache, "a DeepWalk cache entry (vectors and stats)")
             self.encoder.set_weight(entry["vectors"])
             log.info("DeepWalk: loaded the fitted table from the cache %s", cache)
             stats = {k: float(v) for k, v in entry["stats"].items()}

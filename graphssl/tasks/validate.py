@@ -7,8 +7,10 @@ object with ``evaluate``; mini-batch fanouts (``trainer.num_neighbors``,
 ``eval.extraction.mode`` is one of the extraction modes and agrees with ``mini_batch``;
 integers lie in a range the code can use (``trainer.epochs`` at most 10^7, any integer within
 64 bits), and the keys of :data:`INT_BOUNDS` hold integers or null, not text (``trainer.epochs=abc``
-is refused here, before the run is opened). Config files that are not UTF-8 or not a mapping are
-refused while Hydra composes them (:func:`install_config_file_checks`).
+is refused here, before the run is opened); a user's graph file (``dataset=graph_file``) is read
+and checked, has labels when probes are configured, and has training sets of at least the kNN
+probe's ``k`` nodes. Config files that are not UTF-8 or not a mapping are refused while Hydra
+composes them (:func:`install_config_file_checks`).
 """
 
 from __future__ import annotations
@@ -81,9 +83,11 @@ def _check_integers(container: Mapping[Any, Any]) -> None:
             )
 
 
-def _check_probes(probes: Any) -> None:
+def _check_probes(probes: Any) -> dict[str, Any]:
+    """The configured probes, built (``None`` entries left out)."""
     from hydra.utils import instantiate
 
+    built: dict[str, Any] = {}
     for name, node in (probes or {}).items():
         if node is None:
             continue
@@ -110,6 +114,42 @@ def _check_probes(probes: Any) -> None:
                 f"{where}._target_={target!r} builds a {type(probe).__name__}, which has no "
                 f"evaluate(); expected a graphssl probe (an evaluator with evaluate())"
             )
+        built[str(name)] = probe
+    return built
+
+
+def _check_graph_file(cfg: DictConfig, probes: dict[str, Any]) -> None:
+    """Read a user's graph file (``dataset=graph_file``) now, so a bad file, missing labels or a
+    training set smaller than a kNN probe's ``k`` fail before the run starts; the datamodule
+    checks the file's values and splits, and the run reads the file again from its cache."""
+    from hydra.utils import instantiate
+
+    dataset = cfg.get("dataset")
+    if not isinstance(dataset, DictConfig):
+        return
+    if not str(dataset.get("_target_", "")).endswith("custom.GraphFileDataModule"):
+        return
+    dm = instantiate(dataset)
+    dm.setup()
+    if probes and dm.labels is None:
+        raise ConfigError(
+            f"eval.probes {sorted(probes)} need labels, but the graph file {dataset.path} has "
+            f"no 'y' array; expected y [N] integer class ids in the file, or no probes "
+            f"({' '.join(f'eval.probes.{n}=null' for n in sorted(probes))}) to train and log "
+            f"diagnostics only"
+        )
+    for name, probe in probes.items():
+        k = getattr(probe, "k", None)
+        if isinstance(k, bool) or not isinstance(k, int):
+            continue
+        for i, split in enumerate(dm.splits()):
+            n = int(split.train.numel())
+            if n < k:
+                raise ConfigError(
+                    f"eval.probes.{name}.k={k}, but the training set of split {i} of the graph "
+                    f"file {dataset.path} has {n} node(s); expected k <= {n} — lower k or give "
+                    f"the file more training nodes"
+                )
 
 
 def _encoder_depth(cfg: DictConfig) -> int | None:
@@ -181,14 +221,17 @@ def validate_train_config(cfg: DictConfig) -> None:
 
     Raises:
         ConfigError: an unknown or unbuildable probe, a fanout whose length differs from the
-            encoder's depth, or an integer out of range; the message names the key.
+            encoder's depth, an integer out of range, or probes a graph file cannot serve; the
+            message names the key.
+        GraphFileError: a graph file whose values cannot be used (it names the file).
     """
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
     _check_integers(container)
     _check_fanouts(cfg)
     _check_extraction_mode(cfg)
-    _check_probes((cfg.get("eval") or {}).get("probes"))
+    probes = _check_probes((cfg.get("eval") or {}).get("probes"))
+    _check_graph_file(cfg, probes)
 
 
 def install_config_file_checks() -> None:

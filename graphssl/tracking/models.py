@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from graphssl.tracking import mlflow_store
+from graphssl.utils import UnsafeFileError, load_weights_only
 
 if TYPE_CHECKING:
     from graphssl.methods.base import SSLMethod
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MODEL_DIR",
+    "WeightsFileError",
     "download_weights",
     "initial_state",
     "load_method",
@@ -59,26 +62,73 @@ def log_method(
         tracker.log_artifacts(folder, MODEL_DIR)
 
 
-def load_state(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+class WeightsFileError(ValueError):
+    """A ``ckpt_path=``/``from_run=`` weights file that cannot be used; the message names the
+    file, what it holds and what was expected."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], reason: str, source: str | None = None
+    ) -> None:
+        where = source or f"ckpt_path={str(path)!r}"
+        super().__init__(f"{where} cannot be used: {reason}; expected {_EXPECTED_WEIGHTS}")
+        self.path = Path(path)
+
+
+#: what a weights file holds, for error messages
+_EXPECTED_WEIGHTS = (
+    f"a run's {WEIGHTS} (torch.save of the method's state_dict) or a trainer checkpoint "
+    f"last.pt (a dict whose 'model' entry is that state_dict)"
+)
+
+
+def load_state(path: str | os.PathLike[str], source: str | None = None) -> dict[str, torch.Tensor]:
     """A ``state_dict`` file (``model/weights.pt`` or a trainer checkpoint), weights only.
+
+    Args:
+        path: the file.
+        source: how messages name it (default: ``ckpt_path='<path>'``).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: the file holds neither a state dict nor a checkpoint with one.
+        UnsafeFileError: the file needs full unpickling (refused without running it).
+        WeightsFileError: the file is empty, truncated, not a torch file, or holds neither a
+            state dict nor a checkpoint with one.
     """
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(
-            f"ckpt_path={str(path)!r} does not exist; expected a weights.pt logged by a run "
-            f"(model/weights.pt) or a trainer checkpoint (last.pt)"
+            f"ckpt_path={str(path)!r} does not exist; expected {_EXPECTED_WEIGHTS}"
         )
-    state = torch.load(p, map_location="cpu", weights_only=True)
+    size = p.stat().st_size
+    if size == 0:
+        raise WeightsFileError(path, "the file is empty (0 bytes)", source)
+    try:
+        state = load_weights_only(p, _EXPECTED_WEIGHTS)
+    except UnsafeFileError:
+        raise
+    except Exception as err:  # truncated zip, a text file, an .npz: RuntimeError, KeyError, ...
+        if zipfile.is_zipfile(p) and all(n.endswith(".npy") for n in zipfile.ZipFile(p).namelist()):
+            reason = "it is a numpy .npz archive, not a torch.save file"
+        else:
+            first = " ".join(str(err).split()).split(". ")[0][:120]
+            reason = (
+                f"its {size} bytes are not a readable torch.save file — truncated, or another "
+                f"format ({type(err).__name__}: {first})"
+            )
+        raise WeightsFileError(path, reason, source) from err
     if isinstance(state, dict) and isinstance(state.get("model"), dict):
         state = state["model"]  # a trainer checkpoint
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ValueError(
-            f"ckpt_path={str(path)!r} holds no state dict; expected a weights.pt logged by a "
-            f"run or a trainer checkpoint"
+    if not isinstance(state, dict):
+        raise WeightsFileError(path, f"it holds a {type(state).__name__}, not a state dict", source)
+    if not state:
+        raise WeightsFileError(path, "it holds an empty dict, not a state dict", source)
+    odd = [k for k, v in state.items() if not isinstance(v, torch.Tensor)]
+    if odd:
+        raise WeightsFileError(
+            path,
+            f"it holds a dict whose entry {odd[0]!r} is a {type(state[odd[0]]).__name__}, not "
+            f"a tensor ({len(odd)} of {len(state)} entries), so it is not a state dict",
+            source,
         )
     return state
 
@@ -126,7 +176,8 @@ def initial_state(
         return load_state(str(ckpt))
     if run_id:
         with tempfile.TemporaryDirectory(prefix="graphssl-from-run-") as tmp:
-            return load_state(download_weights(store.client, str(run_id), tmp) / "weights.pt")
+            folder = download_weights(store.client, str(run_id), tmp)
+            return load_state(folder / "weights.pt", f"from_run={str(run_id)!r} ({WEIGHTS})")
     return None
 
 
@@ -153,7 +204,7 @@ def load_method(
     with tempfile.TemporaryDirectory(prefix="graphssl-load-") as tmp:
         folder = download_weights(client, run_id, tmp)
         model_cfg = OmegaConf.load(folder / "model.yaml")
-        state = torch.load(folder / "weights.pt", map_location=map_location, weights_only=True)
+        state = load_weights_only(folder / "weights.pt", _EXPECTED_WEIGHTS, map_location)
     method = instantiate(model_cfg)
     method.load_state_dict(state)
     method.eval()

@@ -3,14 +3,24 @@
 A value is masked (``***``) when its dotted key matches a secret pattern
 (:data:`DEFAULT_SECRET_PATTERNS`, plus the regular expressions a user lists in
 ``logger.secret_patterns``), anywhere in the key (``logger.api_key``, ``credentials.pass``,
-``db.auth_header``); the password of a URL (``scheme://user:pass@host``) is masked in any
-value (``scheme://user:***@host``). The same policy is applied to the override string (tag
-``graphssl.overrides``), ``config.yaml`` and Hydra's ``.hydra/*.yaml`` files, so a secret given
-on the command line appears nowhere in the run. Nothing is read from the environment.
+``db.auth_header``), or when the whole value equals a secret value of the config. In any value
+only the secret part is masked: the password of a URL (``scheme://user:***@host``, any
+character but ``@`` and whitespace), secret query parameters (``?access_token=***``,
+``&key=***``), the credential of an ``Authorization:`` header or a ``Bearer`` token, and the
+value of a secret ``key=value`` override. A secret is never searched for as a substring, so a
+short one (``db.password=data``) leaves ``/shared/data`` and the key ``dataset`` intact, and a
+masked YAML file parses to the same keys.
+
+The same policy is applied to the override string (tag ``graphssl.overrides``), ``config.yaml``
+and the run folder's Hydra files: ``.hydra/*.yaml`` are rewritten masked in place and
+``.hydra/config.pickle`` is rebuilt from them (:func:`mask_hydra_dir`), so a secret given on the
+command line appears nowhere in the run. Nothing is read from the environment.
 """
 
 from __future__ import annotations
 
+import os
+import pickle
 import re
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -24,10 +34,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
+    "HYDRA_PICKLE",
     "MASK",
     "PATTERNS_KEY",
     "Masker",
     "log_run_config",
+    "mask_hydra_dir",
+    "mask_yaml_file",
+    "write_config_pickle",
 ]
 
 MASK = "***"
@@ -47,11 +61,30 @@ DEFAULT_SECRET_PATTERNS: tuple[str, ...] = (
     r"cookie",
     r"(^|[._/-])key$",
 )
-#: ``scheme://user:password@`` (the password is group 2)
-_URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.\-]*://[^\s:/@]*:)([^\s@/]+)(@)", re.I)
-#: ``key=value`` inside an override string (space- or comma-separated)
-_OVERRIDE = re.compile(r"(?:(?<=^)|(?<=[\s,]))([+~]*[\w.\-/]+)=([^\s,]*)")
-#: secret values shorter than this are masked by key only, never searched in free text
+#: ``scheme://user:password@``: the password (group 3) may hold any character but whitespace
+#: and ``@`` (``postgresql://u:pear/71@db/x``), and never runs into a next URL; the colons may
+#: be escaped, as Hydra writes a multirun job's overrides (``postgresql\://u\:pw@db``)
+_URL_PASSWORD = re.compile(
+    r"([a-z][a-z0-9+.\-]*\\?://([^\s:/@?#\\]*)\\?:)((?:(?!\\?://)[^\s@])+)(@)", re.I
+)
+#: ``host:port/...`` of a URL without a password whose path or query holds an ``@``
+#: (``http://example.org:8080/p?to=a@b``): the "user" is a host name and a port follows
+_HOST_PORT = re.compile(r"\d{1,5}[/?#]")
+#: ``?name=value`` / ``&name=value`` in a URL (the value, group 3, is masked for secret names)
+_QUERY = re.compile(r"([?&;]([\w.~%-]+)=)([^&#\s'\",]+)")
+#: query parameter names that carry a credential without a secret-looking name
+_QUERY_SECRETS = frozenset({"sig", "signature", "x-amz-signature"})
+#: the credential of an ``Authorization:`` header value (any scheme) and of ``Bearer <token>``
+_AUTH_HEADER = re.compile(
+    r"((?:proxy-)?authorization\s*[:=]\s*(?:(?:bearer|basic|digest|token|negotiate)\s+)?)"
+    r"([^\s'\",]+)",
+    re.I,
+)
+_BEARER = re.compile(r"(\bbearer\s+)([A-Za-z0-9\-._~+/]+=*)", re.I)
+#: ``key=value`` inside an override string (space- or comma-separated; value quoted or not)
+_OVERRIDE = re.compile(r"(?:(?<=^)|(?<=[\s,\[]))([+~]*[\w.\-/@]+)=('[^']*'|\"[^\"]*\"|[^\s,\]]*)")
+#: secret values shorter than this are masked by key only: a copy of a short secret under
+#: another key (``data``, ``true``) is more likely a coincidence than a leak
 _MIN_SEARCHED = 4
 
 
@@ -74,8 +107,9 @@ class Masker:
                 f"expression ({err}); expected Python regular expressions matched against "
                 f"dotted config keys, e.g. ['my_service\\.id']"
             ) from err
-        values = {str(v) for v in secret_values if len(str(v)) >= _MIN_SEARCHED}
-        self._values = sorted(values, key=len, reverse=True)
+        self._values = frozenset(
+            str(v) for v in secret_values if len(str(v)) >= _MIN_SEARCHED and str(v) != MASK
+        )
 
     @classmethod
     def from_config(cls, cfg: Any) -> Masker:
@@ -116,20 +150,42 @@ class Masker:
         return self.text(value) if isinstance(value, str) else value
 
     def text(self, text: str) -> str:
-        """``text`` with URL passwords, secret ``key=value`` overrides and known secret values
-        masked."""
-        for secret in self._values:  # first: a value with spaces is one secret
-            text = text.replace(secret, MASK)
-        text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{MASK}{m.group(3)}", text)
+        """``text`` with the secret parts masked: values of secret ``key=value`` overrides, URL
+        passwords, secret query parameters, ``Authorization``/``Bearer`` credentials, and the
+        whole text when it is a known secret value.
+
+        Only those parts are replaced: a secret that happens to occur inside another value
+        (``data`` in ``/shared/data``) or inside a key is left alone.
+        """
+        if text in self._values:
+            return MASK
         text = _OVERRIDE.sub(
             lambda m: (
                 f"{m.group(1)}={MASK}"
-                if self.is_secret_key(m.group(1)) and m.group(2)
+                if m.group(2) and self.is_secret_key(m.group(1))
                 else m.group(0)
             ),
             text,
         )
-        return text
+        text = _URL_PASSWORD.sub(self._url_password, text)
+        text = _QUERY.sub(
+            lambda m: (
+                f"{m.group(1)}{MASK}"
+                if self.is_secret_key(m.group(2)) or m.group(2).lower() in _QUERY_SECRETS
+                else m.group(0)
+            ),
+            text,
+        )
+        text = _AUTH_HEADER.sub(lambda m: f"{m.group(1)}{MASK}", text)
+        return _BEARER.sub(lambda m: f"{m.group(1)}{MASK}", text)
+
+    @staticmethod
+    def _url_password(m: re.Match[str]) -> str:
+        user, password = m.group(2), m.group(3)
+        host_like = "." in user or user.lower() == "localhost"
+        if password == MASK or (host_like and _HOST_PORT.match(password)):
+            return m.group(0)
+        return f"{m.group(1)}{MASK}{m.group(4)}"
 
     def mapping(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """A copy of flat ``data`` (params, tags) with secret values masked."""
@@ -144,18 +200,18 @@ class Masker:
         return self.value(prefix, node)
 
     def yaml_text(self, text: str) -> str:
-        """YAML ``text`` with secrets masked (structurally; as plain text if it does not
-        parse)."""
+        """YAML ``text`` with secrets masked value by value (the result parses to the same
+        keys); text that does not parse as YAML is masked as plain text."""
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError:
             return self.text(text)
         if not isinstance(data, Mapping | list):
-            return self.text(text)
+            return self.text(text) if isinstance(data, str) else text
         masked = self.tree(data)
-        if masked == data and self.text(text) == text:
+        if masked == data:
             return text  # nothing secret: the file as it was written
-        return self.text(yaml.safe_dump(masked, sort_keys=False))
+        return str(yaml.safe_dump(masked, sort_keys=False, allow_unicode=True))
 
 
 def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -169,6 +225,71 @@ def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix, node)]
 
 
+#: the pickled job config (``--experimental-rerun``), rebuilt from the masked YAML files
+HYDRA_PICKLE = "config.pickle"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_config_pickle(folder: Path) -> Path:
+    """Write ``folder/config.pickle`` (the whole job config, ``hydra`` node included, as Hydra's
+    ``--experimental-rerun`` reads it) from ``folder``'s ``config.yaml`` and ``hydra.yaml``."""
+    from hydra.conf import HydraConf
+    from omegaconf import OmegaConf, open_dict
+
+    task = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")) or {}
+    hydra = yaml.safe_load((folder / "hydra.yaml").read_text(encoding="utf-8")) or {}
+    # Hydra reads the hydra node back as its typed HydraConf (with keys its schema leaves open,
+    # such as hydra.env, as Hydra composes it)
+    node = OmegaConf.structured(HydraConf)
+    OmegaConf.set_struct(node, False)
+    node = OmegaConf.merge(node, hydra.get("hydra") or {})
+    config = OmegaConf.create({k: v for k, v in task.items() if k != "hydra"})
+    with open_dict(config):
+        config.hydra = node
+    path = folder / HYDRA_PICKLE
+    _write_atomic(path, pickle.dumps(config, protocol=4))
+    return path
+
+
+def mask_yaml_file(path: Path, masker: Masker) -> bool:
+    """Rewrite YAML file ``path`` in place with secrets masked; whether it held any."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return False
+    masked = masker.yaml_text(text)
+    if masked == text:
+        return False
+    _write_atomic(path, masked.encode("utf-8"))
+    return True
+
+
+def mask_hydra_dir(folder: Path, masker: Masker) -> bool:
+    """Rewrite a run's ``.hydra/`` files in place with secrets masked.
+
+    ``config.yaml``, ``hydra.yaml``, ``overrides.yaml`` (and any other YAML file there) are
+    rewritten when masking changes them; ``config.pickle``, when present, is then rebuilt from
+    the masked YAML files (its bytes are never unpickled here).
+
+    Returns:
+        Whether any file held a secret.
+    """
+    changed = False
+    for path in sorted(folder.glob("*.y*ml")):
+        changed = mask_yaml_file(path, masker) or changed
+    if changed and (folder / HYDRA_PICKLE).is_file():
+        if all((folder / name).is_file() for name in ("config.yaml", "hydra.yaml")):
+            write_config_pickle(folder)
+        else:
+            (folder / HYDRA_PICKLE).unlink()  # cannot be rebuilt masked: never left with secrets
+    return changed
+
+
 def log_run_config(
     tracker: RunTracker,
     masker: Masker,
@@ -176,11 +297,13 @@ def log_run_config(
     config_yaml: str,
     hydra_dir: Path | None,
 ) -> None:
-    """Log a run's params, ``config.yaml`` and ``.hydra/*`` files, with secrets masked."""
+    """Log a run's params, ``config.yaml`` and ``.hydra/*`` files, with secrets masked; the
+    run folder's ``.hydra/`` files are masked in place too (:func:`mask_hydra_dir`)."""
     tracker.log_params(masker.mapping(params))
     tracker.log_text(masker.yaml_text(config_yaml), "config.yaml")
     if hydra_dir is None or not hydra_dir.is_dir():
         return
+    mask_hydra_dir(hydra_dir, masker)
     with tempfile.TemporaryDirectory(prefix="graphssl-hydra-") as tmp:
         for src in sorted(p for p in hydra_dir.rglob("*") if p.is_file()):
             dest = Path(tmp) / src.relative_to(hydra_dir)

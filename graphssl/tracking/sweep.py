@@ -129,11 +129,13 @@ class MLflowSweepCallback(Callback):
         run = client.create_run(
             experiment_id,
             run_name=f"sweep-{sweep_dir.name}",
-            tags={
-                "graphssl.role": "sweep",
-                "graphssl.overrides": " ".join(overrides),
-                "graphssl.sweep_dir": str(sweep_dir.absolute()),
-            },
+            tags=_job_masker(config).mapping(  # secrets in the overrides are masked
+                {
+                    "graphssl.role": "sweep",
+                    "graphssl.overrides": " ".join(overrides),
+                    "graphssl.sweep_dir": str(sweep_dir.absolute()),
+                }
+            ),
         )
         self._parent = {
             "run_id": run.info.run_id,
@@ -165,16 +167,53 @@ class MLflowSweepCallback(Callback):
 class SaveJobConfig(Callback):
     """Pickle each job's config into ``<run dir>/.hydra/config.pickle``, which Hydra's
     ``--experimental-rerun`` reads; like Hydra's ``PickleJobInfoCallback`` but quiet (a DEBUG
-    line, not an INFO line per job) and without the return value."""
+    line, not an INFO line per job) and without the return value.
+
+    Secrets are masked first: the ``.hydra/*.yaml`` files Hydra has just written (and a sweep's
+    ``multirun.yaml``) are rewritten masked, and when they held a secret the pickle is built from
+    the masked files (:func:`graphssl.tracking.secrets.mask_hydra_dir`), so no secret is left in
+    the run folder.
+    """
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         import pickle
 
+        from hydra.types import RunMode
+
+        from graphssl.tracking.secrets import (
+            HYDRA_PICKLE,
+            mask_hydra_dir,
+            mask_yaml_file,
+            write_config_pickle,
+        )
+
+        masker = _job_masker(config)
+        if config.hydra.mode == RunMode.MULTIRUN:  # the sweep's own copy of the overrides
+            sweep_file = Path(str(config.hydra.sweep.dir)) / "multirun.yaml"
+            if sweep_file.is_file():
+                mask_yaml_file(sweep_file, masker)
         subdir = config.hydra.output_subdir
         if subdir is None:
             return
         folder = Path(str(config.hydra.runtime.output_dir)) / str(subdir)
         folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / "config.pickle", "wb") as f:
-            pickle.dump(config, f, protocol=4)
-        log.debug("job config saved in %s", folder / "config.pickle")
+        if mask_hydra_dir(folder, masker):
+            write_config_pickle(folder)
+        else:
+            with open(folder / HYDRA_PICKLE, "wb") as f:
+                pickle.dump(config, f, protocol=4)
+        log.debug("job config saved in %s", folder / HYDRA_PICKLE)
+
+
+def _job_masker(config: DictConfig) -> Any:
+    """The run's :class:`~graphssl.tracking.secrets.Masker` (its ``logger.secret_patterns`` and
+    secret values), from the job config without its ``hydra`` node."""
+    from omegaconf import OmegaConf
+
+    from graphssl.tracking.secrets import Masker
+
+    task = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
+    try:
+        return Masker.from_config(task)
+    except Exception:  # an interpolation that fails here fails the task itself, with its message
+        return Masker.from_config(OmegaConf.to_container(task, resolve=False))

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from graphssl.utils import capture_rng, restore_rng
+from graphssl.utils import UnsafeFileError, capture_rng, load_weights_only, restore_rng
 
 __all__ = [
     "CheckpointUnreadable",
@@ -89,6 +89,7 @@ def load_checkpoint(path: str | os.PathLike[str], config_hash: str | None = None
     Raises:
         FileNotFoundError: no checkpoint at ``path``.
         CheckpointUnreadable: the file cannot be read (truncated, empty, not a checkpoint).
+        UnsafeFileError: the file needs full unpickling (refused without running it).
         ValueError: the checkpoint belongs to another configuration or format.
     """
     path = Path(path)
@@ -100,7 +101,9 @@ def load_checkpoint(path: str | os.PathLike[str], config_hash: str | None = None
     if path.stat().st_size == 0:
         raise CheckpointUnreadable(path, "an empty file, 0 bytes")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = load_weights_only(path, "a graphssl checkpoint (tensors, numbers and strings)")
+    except UnsafeFileError:
+        raise
     except Exception as err:  # EOFError, OSError, RuntimeError (zip), UnpicklingError, ...
         raise CheckpointUnreadable(
             path, f"{type(err).__name__}: {' '.join(str(err).split())[:160]}"
