@@ -59,13 +59,14 @@ def _artifacts(client: MlflowClient, run_id: str, path: str | None = None) -> li
     return out
 
 
-def _logged(outputs: Path, overrides: list[str]) -> dict[str, Any]:
+def _logged(outputs: Path, data: Path, overrides: list[str]) -> dict[str, Any]:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(
             config_name="train",
             overrides=[
                 *overrides,
                 f"paths.outputs_dir={outputs}",
+                f"paths.data_dir={data}",
                 "logger.experiment_name=contract",
                 "trainer.progress=false",
             ],
@@ -93,7 +94,7 @@ def test_a_run_logs_the_pinned_keys(
     name: str, outputs_dir: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    logged = _logged(outputs_dir, CONFIGS[name])
+    logged = _logged(outputs_dir, data_dir, CONFIGS[name])
     expected = json.loads(CONTRACT.read_text())
     if os.environ.get("GRAPHSSL_UPDATE_CONTRACT"):
         expected[name] = logged
