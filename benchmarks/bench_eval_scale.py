@@ -7,9 +7,9 @@ and runs each stage of the evaluation a training run performs, with the configur
 defaults:
 
 - ``diagnostics``: :func:`graphssl.evaluation.runner.run_diagnostics` (every row);
-- ``logreg``: :class:`~graphssl.evaluation.linear_probe.LogRegEvaluator` with its default grid,
+- ``logreg``: :class:`~graphssl.evaluation.logreg_probe.LogRegProbe` with its default grid,
   through :func:`~graphssl.evaluation.runner.run_probes` (``--max-rows`` = ``eval.max_rows``);
-- ``knn``: :class:`~graphssl.evaluation.knn.KNNEvaluator` with ``max_rows=--knn-max-rows``
+- ``knn``: :class:`~graphssl.evaluation.knn_probe.KNNProbe` with ``max_rows=--knn-max-rows``
   (``eval.knn_max_rows``);
 - ``figures``: the spectrum figure on ``--figure-max-rows`` rows (``eval.figure_max_rows``) and
   the projection figure.
@@ -40,8 +40,8 @@ from typing import Any
 
 import torch
 
-from graphssl.evaluation.knn import KNNEvaluator
-from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation.knn_probe import KNNProbe
+from graphssl.evaluation.logreg_probe import LogRegProbe
 from graphssl.evaluation.runner import run_diagnostics, run_probes
 
 STAGES = ("diagnostics", "logreg", "knn", "figures")
@@ -138,10 +138,10 @@ def main(argv: list[str] | None = None) -> None:
         if name == "diagnostics":
             return lambda: run_diagnostics(x)
         if name == "logreg":
-            probes = {"logreg": LogRegEvaluator()}
+            probes = {"logreg": LogRegProbe()}
             return lambda: run_probes(x, y, [split], probes, max_rows=args.max_rows, seed=0)
         if name == "knn":
-            probes = {"knn": KNNEvaluator(max_rows=args.knn_max_rows, seed=0)}
+            probes = {"knn": KNNProbe(max_rows=args.knn_max_rows, seed=0)}
             return lambda: run_probes(x, y, [split], probes, max_rows=args.max_rows, seed=0)
 
         def figures() -> None:

@@ -1,16 +1,16 @@
 """Speed and agreement of the probes against scikit-learn, on ogbn-arxiv-sized synthetic data.
 
-(a) ``LogRegEvaluator`` over its default weight-decay grid vs ``LogisticRegression(lbfgs)``
+(a) ``LogRegProbe`` over its default weight-decay grid vs ``LogisticRegression(lbfgs)``
     fitting the same grid (``C = 1 / (λ · n_train)``, ``C = inf`` for λ = 0, same
     standardisation, warm start): total time and test accuracy at each λ.
-(b) ``KNNEvaluator(weighting="uniform")`` vs ``KNeighborsClassifier(metric="cosine",
+(b) ``KNNProbe(weighting="uniform")`` vs ``KNeighborsClassifier(metric="cosine",
     algorithm="brute")``: time, fraction of identical predictions, and peak memory for two
     chunk sizes (it grows with ``chunk_size``, not with the number of queries).
 (c) The cost of the default grid (``DEFAULT_WEIGHT_DECAYS``, 12 values from 100 to 0) against
     the earlier 6-value grid (``SPEC_WEIGHT_DECAYS``, 0.1 to 0), side by side on the same data:
     each grid warm-started (every value starts from the previous, stronger one's solution) and
     the default grid with every fit from zero; seconds, L-BFGS iterations and the ratios.
-(d) ``KNNEvaluator`` with its float32 screening on faiss (``backend="faiss"``) vs chunked torch
+(d) ``KNNProbe`` with its float32 screening on faiss (``backend="faiss"``) vs chunked torch
     matmuls (``backend="torch"``), side by side: time, and whether the neighbours (indices and
     float64 similarities) are identical.
 
@@ -37,12 +37,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphssl.evaluation import linear_probe
-from graphssl.evaluation.knn import KNNEvaluator
-from graphssl.evaluation.linear_probe import (
+from graphssl.evaluation import logreg_probe as linear_probe
+from graphssl.evaluation.knn_probe import KNNProbe
+from graphssl.evaluation.logreg_probe import (
     DEFAULT_WEIGHT_DECAYS,
     SPEC_WEIGHT_DECAYS,
-    LogRegEvaluator,
+    LogRegProbe,
 )
 
 
@@ -113,7 +113,7 @@ def bench_logreg(x: np.ndarray, y: np.ndarray, n_train: int, n_val: int) -> None
 
     linear_probe._minimize_lbfgs = recording
     x_t, y_t = torch.from_numpy(x), torch.from_numpy(y)
-    probe = LogRegEvaluator()
+    probe = LogRegProbe()
     try:
         start = time.perf_counter()
         result = probe.evaluate(
@@ -208,7 +208,7 @@ def bench_grid(x: np.ndarray, y: np.ndarray, n_train: int, n_val: int) -> None:
                 n_out, dtype=torch.float64
             )
         try:
-            probe = LogRegEvaluator(weight_decay=grid, warm_start=warm)
+            probe = LogRegProbe(weight_decay=grid, warm_start=warm)
             start = time.perf_counter()
             result = probe.evaluate(x_t, y_t, *masks)
             seconds.append(time.perf_counter() - start)
@@ -244,9 +244,9 @@ def bench_knn(
     x_train_t, y_train_t, x_query_t = map(torch.from_numpy, (x_train, y_train, x_query))
     ours: dict[int, tuple[np.ndarray, float, float]] = {}
     for chunk_size in chunk_sizes:
-        probe = KNNEvaluator(k=k, chunk_size=chunk_size, weighting="uniform")
+        probe = KNNProbe(k=k, chunk_size=chunk_size, weighting="uniform")
 
-        def run(p: KNNEvaluator = probe) -> Tensor:
+        def run(p: KNNProbe = probe) -> Tensor:
             return p.fit(x_train_t, y_train_t).predict(x_query_t)
 
         pred, seconds, peak = timed_peak(run)
@@ -280,9 +280,9 @@ def bench_knn_backends(
     found: dict[str, tuple[Tensor, Tensor]] = {}
     seconds: dict[str, float] = {}
     for backend in ("torch", "faiss"):
-        probe = KNNEvaluator(k=k, chunk_size=chunk_size, backend=backend)  # type: ignore[arg-type]
+        probe = KNNProbe(k=k, chunk_size=chunk_size, backend=backend)  # type: ignore[arg-type]
 
-        def run(p: KNNEvaluator = probe) -> tuple[Tensor, Tensor]:
+        def run(p: KNNProbe = probe) -> tuple[Tensor, Tensor]:
             return p.fit(x_train_t, y_train_t).kneighbors(x_query_t)
 
         found[backend], seconds[backend], peak = timed_peak(run)

@@ -3,7 +3,7 @@
 Trains ``experiment=graphmae_cora`` once with ``encoder.init=<init> model.decoder_init=<init>``
 and, every ``--every`` epochs, extracts the embeddings and prints the training loss, the
 validation and test accuracy of the configured probes (``logreg``, ``knn``) and of the papers'
-``AdamLinearEvaluator``. With PyG's Glorot init the accuracy falls as training goes on; with
+``AdamLinearProbe``. With PyG's Glorot init the accuracy falls as training goes on; with
 DGL's (the reference code's) it rises (BENCHMARKS.md, "Method quality").
 
 Usage::

@@ -4,7 +4,7 @@ Composes ``conf/config.yaml`` with the given Hydra overrides, trains once, and e
 epochs (and after the first) extracts the embeddings and prints the training loss and the
 validation and test accuracy of the run's configured probes (``eval.probes``: ``logreg`` and
 ``knn`` by default, plus any a preset adds, e.g. GRACE's cross-validated ``grace``; with
-``--adam``, also the papers' ``AdamLinearEvaluator``). Seeded as ``graphssl`` seeds a run, so
+``--adam``, also the papers' ``AdamLinearProbe``). Seeded as ``graphssl`` seeds a run, so
 the last line equals the run's ``probe/*`` when the run does not select its weights
 (``eval.select``; this script ignores it and shows the whole curve). STUDIES.md §7 uses it to
 choose epoch counts on validation accuracy (BGRL, GRACE) and to follow GraphMAE's two
@@ -40,7 +40,7 @@ def probe_curve(
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from graphssl.evaluation.adam_probe import AdamLinearEvaluator
+    from graphssl.evaluation.adam_probe import AdamLinearProbe
     from graphssl.evaluation.extraction import extract_embeddings
     from graphssl.tasks.components import (
         build_datamodule,
@@ -63,7 +63,7 @@ def probe_curve(
     # the run's configured probes that fit its task, as the run builds them
     probes: dict[str, Any] = build_probes(cfg.eval.probes, dm)
     if adam:
-        probes["Adam probe"] = AdamLinearEvaluator(seed=int(cfg.seed))
+        probes["Adam probe"] = AdamLinearProbe(seed=int(cfg.seed))
     source = cfg.eval.extraction.encoder_source
 
     class Every(Callback):

@@ -170,7 +170,7 @@ def overrides_for(
         "logger.experiment_name=quality-benchmark",
         f"logger.run_name={run_name(method, dataset, seed)}",
         "trainer.progress=false",
-        "++eval.probes.logreg_spec._target_=graphssl.evaluation.linear_probe.LogRegEvaluator",
+        "++eval.probes.logreg_spec._target_=graphssl.evaluation.logreg_probe.LogRegProbe",
         f"++eval.probes.logreg_spec.weight_decay=[{','.join(map(str, SPEC_GRID))}]",
         *(extra or []),
     ]

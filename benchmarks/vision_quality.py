@@ -30,7 +30,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from graphssl.evaluation.extraction import extract_embeddings
-from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation.logreg_probe import LogRegProbe
 from graphssl.tasks.components import build_datamodule, build_method, resolve_config
 from graphssl.utils import seed_everything
 
@@ -108,7 +108,7 @@ def main() -> None:
     assert y is not None
 
     t0 = time.perf_counter()
-    probe = LogRegEvaluator(weight_decay=[1e-2, 1e-3, 1e-4], max_iter=1000)
+    probe = LogRegProbe(weight_decay=[1e-2, 1e-3, 1e-4], max_iter=1000)
     res = probe.evaluate(z, y, split.train, split.val, split.test)
     t_probe = time.perf_counter() - t0
     total = time.perf_counter() - t_start

@@ -32,14 +32,14 @@ from graphssl.evaluation.emir import (
 )
 from graphssl.evaluation.evaluator import Evaluation, EvaluationResult
 from graphssl.evaluation.extraction import extract_embeddings
-from graphssl.evaluation.knn import KNNEvaluator
-from graphssl.evaluation.linear_probe import (
+from graphssl.evaluation.knn_probe import KNNProbe
+from graphssl.evaluation.logreg_probe import (
     DEFAULT_WEIGHT_DECAYS,
     SPEC_WEIGHT_DECAYS,
-    LogRegEvaluator,
+    LogRegProbe,
 )
 from graphssl.evaluation.probe import Probe
-from graphssl.evaluation.regression_probe import DEFAULT_RIDGE_WEIGHT_DECAYS, RidgeEvaluator
+from graphssl.evaluation.ridge_probe import DEFAULT_RIDGE_WEIGHT_DECAYS, RidgeProbe
 
 __all__ = [
     "DEFAULT_RIDGE_WEIGHT_DECAYS",
@@ -50,10 +50,10 @@ __all__ = [
     "EMIRResult",
     "Evaluation",
     "EvaluationResult",
-    "KNNEvaluator",
-    "LogRegEvaluator",
+    "KNNProbe",
+    "LogRegProbe",
     "Probe",
-    "RidgeEvaluator",
+    "RidgeProbe",
     "alpha_req",
     "coherence",
     "communities",
@@ -76,3 +76,21 @@ __all__ = [
     "self_cluster",
     "stable_rank",
 ]
+
+#: probe class names before the rename, kept for one release
+_OLD_NAMES = {
+    "KNNEvaluator": "KNNProbe",
+    "LogRegEvaluator": "LogRegProbe",
+    "RidgeEvaluator": "RidgeProbe",
+}
+
+
+def __getattr__(name: str) -> object:
+    """An old probe class name, with a :class:`DeprecationWarning`."""
+    if name not in _OLD_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import sys
+
+    from graphssl.evaluation._deprecated import renamed
+
+    return renamed(__name__, name, sys.modules[__name__], _OLD_NAMES)

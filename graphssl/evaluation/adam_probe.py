@@ -5,16 +5,16 @@ The reference code of DGI, CCA-SSG and GraphMAE evaluates node embeddings this w
 standardised) embeddings, full-batch cross-entropy on the training rows, Adam with L2 weight
 decay for a fixed number of epochs, and the test accuracy of the epoch with the best validation
 accuracy (ties go to the later epoch). graphssl's default probe is
-:class:`~graphssl.evaluation.linear_probe.LogRegEvaluator` (deterministic L-BFGS, L2 strength
+:class:`~graphssl.evaluation.logreg_probe.LogRegProbe` (deterministic L-BFGS, L2 strength
 selected on validation); this one exists to tell protocol differences from method differences
 when comparing with published numbers (``benchmarks/quality.py``). GRACE's code evaluates
-differently: :class:`~graphssl.evaluation.cv_logreg_probe.CVLogRegEvaluator`.
+differently: :class:`~graphssl.evaluation.cv_logreg_probe.CVLogRegProbe`.
 
 Because it trains on the raw embeddings for a fixed number of steps, this protocol is not
 invariant to the embeddings' scale: on embeddings with row norms of a few hundredths (GraphDINO
 and AFGRL on Cora_ML) 300 Adam steps fit little more than the bias and the probe
 predicts the majority class. ``standardize=True`` rescales the features first, as
-:class:`~graphssl.evaluation.linear_probe.LogRegEvaluator` does.
+:class:`~graphssl.evaluation.logreg_probe.LogRegProbe` does.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from graphssl.evaluation.probe_inputs import (
     standardization,
 )
 
-__all__ = ["AdamLinearEvaluator"]
+__all__ = ["AdamLinearProbe"]
 
 
-class AdamLinearEvaluator(Probe):
+class AdamLinearProbe(Probe):
     """Linear classifier trained with Adam; test accuracy at the best validation epoch.
 
     Args:
@@ -82,7 +82,7 @@ class AdamLinearEvaluator(Probe):
         labels: ArrayLike | None,
         train_mask: ArrayLike,
         val_mask: ArrayLike,
-    ) -> AdamLinearEvaluator:
+    ) -> AdamLinearProbe:
         """Train on ``train_mask`` and keep the epoch with the best ``val_mask`` accuracy."""
         x, y, idx = prepare_inputs(
             embeddings, labels, {"train_mask": train_mask, "val_mask": val_mask}
@@ -157,3 +157,18 @@ class AdamLinearEvaluator(Probe):
 
 def _accuracy(pred: Tensor, target: Tensor, rows: Tensor) -> float:
     return float((pred[rows] == target[rows]).float().mean())
+
+
+#: class names before the rename, kept for one release (:func:`__getattr__`)
+_RENAMED = {"AdamLinearEvaluator": "AdamLinearProbe"}
+
+
+def __getattr__(name: str) -> Any:
+    """An old class name, with a :class:`DeprecationWarning`."""
+    if name not in _RENAMED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import sys
+
+    from graphssl.evaluation._deprecated import renamed
+
+    return renamed(__name__, name, sys.modules[__name__], _RENAMED)

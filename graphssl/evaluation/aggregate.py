@@ -29,7 +29,7 @@ def mean_std(results: Sequence[Mapping[str, Any]], *, ddof: int = 0) -> dict[str
     propagates.
 
     Args:
-        results: one dict per run, e.g. the outputs of ``LogRegEvaluator.evaluate``.
+        results: one dict per run, e.g. the outputs of ``LogRegProbe.evaluate``.
         ddof: delta degrees of freedom of the standard deviation (default: ``0``, the
             population std of ``numpy.std``; ``1`` for the sample std).
 

@@ -5,7 +5,7 @@ scikit-learn (``eval.py`` of CRIPAC-DIG/GRACE): every row is scaled to unit L2 n
 one-vs-rest ``LogisticRegression(solver="liblinear")`` is fitted on the training rows, and ``C``
 is chosen from ``2^-10 … 2^9`` by a 5-fold grid search on those rows; the test rows are
 predicted once, by the refitted best model. graphssl's default probe is
-:class:`~graphssl.evaluation.linear_probe.LogRegEvaluator` (standardised features, L2 chosen on
+:class:`~graphssl.evaluation.logreg_probe.LogRegProbe` (standardised features, L2 chosen on
 the validation split); this one exists to tell protocol differences from method differences
 next to GRACE's published numbers (``benchmarks/quality.py``; the GRACE presets log it as
 ``probe/grace/*``).
@@ -38,13 +38,13 @@ from graphssl.evaluation.grid_search import (
 from graphssl.evaluation.probe import Probe
 from graphssl.evaluation.probe_inputs import ArrayLike, prepare_inputs
 
-__all__ = ["GRACE_C_GRID", "CVLogRegEvaluator"]
+__all__ = ["GRACE_C_GRID", "CVLogRegProbe"]
 
 #: The reference's grid, ``2.0 ** np.arange(-10, 10)``.
 GRACE_C_GRID: tuple[float, ...] = tuple(2.0**k for k in range(-10, 10))
 
 
-class CVLogRegEvaluator(Probe):
+class CVLogRegProbe(Probe):
     """One-vs-rest logistic regression with ``C`` selected by stratified inner cross-validation
     on the training rows.
 
@@ -77,7 +77,7 @@ class CVLogRegEvaluator(Probe):
 
     def fit(
         self, embeddings: ArrayLike, labels: ArrayLike | None, train_mask: ArrayLike
-    ) -> CVLogRegEvaluator:
+    ) -> CVLogRegProbe:
         """Grid-search ``C`` on the training rows and refit the best model on them."""
         x, y, idx = prepare_inputs(embeddings, labels, {"train_mask": train_mask})
         train = idx["train_mask"]
@@ -144,3 +144,18 @@ class CVLogRegEvaluator(Probe):
             f"{type(self).__name__}(C={self.C}, normalize={self.normalize}, "
             f"inner_folds={self.inner_folds}, seed={self.seed})"
         )
+
+
+#: class names before the rename, kept for one release (:func:`__getattr__`)
+_RENAMED = {"CVLogRegEvaluator": "CVLogRegProbe"}
+
+
+def __getattr__(name: str) -> Any:
+    """An old class name, with a :class:`DeprecationWarning`."""
+    if name not in _RENAMED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import sys
+
+    from graphssl.evaluation._deprecated import renamed
+
+    return renamed(__name__, name, sys.modules[__name__], _RENAMED)

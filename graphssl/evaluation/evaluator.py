@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from graphssl.evaluation.extraction import ExtractionPlan, extract_embeddings, plan_extraction
 from graphssl.evaluation.official import OFFICIAL_METRICS, official_metrics
 from graphssl.evaluation.probe import HEADLINE
-from graphssl.evaluation.regression_probe import RidgeEvaluator
+from graphssl.evaluation.ridge_probe import RidgeProbe
 from graphssl.evaluation.runner import (
     DEFAULT_FIGURE_MAX_ROWS,
     evaluation_settings,
@@ -171,7 +171,7 @@ class Evaluation:
         """Fresh, unfitted probes for a dataset of ``task`` (module docstring)."""
         if task == "regression":
             kept = {n: _fresh(p) for n, p in self.probes.items() if _serves(p, "regression")}
-            return kept or ({"ridge": RidgeEvaluator()} if self.probes else {})
+            return kept or ({"ridge": RidgeProbe()} if self.probes else {})
         if task == "multilabel":
             return {
                 n: _fresh(p, multilabel=True)
@@ -198,14 +198,14 @@ class Evaluation:
         """Fit the probes to ``datamodule``'s splits before any training (call it after
         ``datamodule.setup()``; the split sizes are known only then).
 
-        A kNN probe (:class:`~graphssl.evaluation.knn.KNNEvaluator`) needs ``k`` training rows.
+        A kNN probe (:class:`~graphssl.evaluation.knn_probe.KNNProbe`) needs ``k`` training rows.
         Where ``eval.probes.<name>.k`` exceeds the rows it will be fitted on (the smallest
         training split, after ``max_rows`` and ``knn_max_rows``), ``k`` becomes that number for
         this run, with one warning naming the key and both sizes, so a small graph (e.g.
         ``dataset=karate``: 17 training rows) runs with the default config instead of failing
         after training. The ``k`` used is logged with the probe's results (``probe/<name>/k``).
         """
-        from graphssl.evaluation.knn import KNNEvaluator
+        from graphssl.evaluation.knn_probe import KNNProbe
 
         task = str(getattr(datamodule, "task", "classification"))
         used = self.probes_for(task)
@@ -213,7 +213,7 @@ class Evaluation:
         if not sizes:
             return
         for name, probe in list(self.probes.items()):
-            if name not in used or not isinstance(probe, KNNEvaluator):
+            if name not in used or not isinstance(probe, KNNProbe):
                 continue
             rows = min(sizes)
             for cap in (self.max_rows, probe.max_rows):

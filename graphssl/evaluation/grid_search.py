@@ -1,5 +1,5 @@
-"""The inner cross-validation that the papers' scikit-learn probes share (``SVCEvaluator``,
-``CVLogRegEvaluator``): argument checks and a stratified, seeded grid search."""
+"""The inner cross-validation that the papers' scikit-learn probes share (``SVCProbe``,
+``CVLogRegProbe``): argument checks and a stratified, seeded grid search."""
 
 from __future__ import annotations
 

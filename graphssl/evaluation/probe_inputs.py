@@ -114,7 +114,7 @@ def class_labels(y: Tensor, rows: Tensor) -> Tensor:
     if y.ndim != 1:
         raise ValueError(
             f"labels must be class ids of shape [N] or [N, 1], got shape {tuple(y.shape)}; "
-            f"for [N, T] multilabel targets use LogRegEvaluator(multilabel=True)"
+            f"for [N, T] multilabel targets use LogRegProbe(multilabel=True)"
         )
     if y.is_complex():
         raise TypeError(f"labels must be integer class ids, got dtype {y.dtype}")

@@ -4,7 +4,7 @@ InfoGraph (Sun et al., ICLR 2020) and GraphCL (You et al., NeurIPS 2020) evaluat
 embeddings with scikit-learn's ``SVC`` (RBF kernel, default ``gamma="scale"``) in a stratified
 10-fold cross-validation, choosing ``C`` from ``{1e-3, …, 1e3}`` by a 5-fold grid search on each
 training fold (``evaluate_embedding.py`` of fanyun-sun/InfoGraph). graphssl's default probe is
-:class:`~graphssl.evaluation.linear_probe.LogRegEvaluator`; this one exists to tell protocol
+:class:`~graphssl.evaluation.logreg_probe.LogRegProbe`; this one exists to tell protocol
 differences from method differences next to published numbers (``benchmarks/quality.py``,
 ``eval=graph_papers``).
 
@@ -30,12 +30,12 @@ from graphssl.evaluation.grid_search import (
 from graphssl.evaluation.probe import Probe
 from graphssl.evaluation.probe_inputs import ArrayLike, prepare_inputs
 
-__all__ = ["SVCEvaluator"]
+__all__ = ["SVCProbe"]
 
 _KERNELS = ("rbf", "linear", "poly", "sigmoid")
 
 
-class SVCEvaluator(Probe):
+class SVCProbe(Probe):
     """Support-vector classifier with ``C`` selected by stratified inner cross-validation.
 
     Args:
@@ -70,7 +70,7 @@ class SVCEvaluator(Probe):
         labels: ArrayLike | None,
         train_mask: ArrayLike,
         val_mask: ArrayLike,
-    ) -> SVCEvaluator:
+    ) -> SVCProbe:
         """Grid-search ``C`` on ``train ∪ val`` and refit the best model on those rows."""
         x, y, idx = prepare_inputs(
             embeddings, labels, {"train_mask": train_mask, "val_mask": val_mask}
@@ -130,3 +130,18 @@ class SVCEvaluator(Probe):
             f"{type(self).__name__}(C={self.C}, kernel={self.kernel!r}, "
             f"inner_folds={self.inner_folds}, seed={self.seed})"
         )
+
+
+#: class names before the rename, kept for one release (:func:`__getattr__`)
+_RENAMED = {"SVCEvaluator": "SVCProbe"}
+
+
+def __getattr__(name: str) -> Any:
+    """An old class name, with a :class:`DeprecationWarning`."""
+    if name not in _RENAMED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import sys
+
+    from graphssl.evaluation._deprecated import renamed
+
+    return renamed(__name__, name, sys.modules[__name__], _RENAMED)

@@ -96,7 +96,7 @@ def _check_probes(probes: Any) -> dict[str, Any]:
             shown = OmegaConf.to_container(node) if isinstance(node, DictConfig) else node
             raise ConfigError(
                 f"{where}={shown!r} has no _target_; expected a probe config such as {{_target_: "
-                f"graphssl.evaluation.knn.KNNEvaluator, k: 20}} (or null to remove the probe)"
+                f"graphssl.evaluation.knn_probe.KNNProbe, k: 20}} (or null to remove the probe)"
             )
         target = node["_target_"]
         try:
@@ -107,7 +107,7 @@ def _check_probes(probes: Any) -> dict[str, Any]:
                 f"{where}._target_={target!r} cannot be built ({type(cause).__name__}: "
                 f"{' '.join(str(cause).split())[:300]}); expected an importable "
                 f"probe class and keywords it accepts, e.g. "
-                f"graphssl.evaluation.linear_probe.LogRegEvaluator"
+                f"graphssl.evaluation.logreg_probe.LogRegProbe"
             ) from err
         if not callable(getattr(probe, "evaluate", None)):
             raise ConfigError(

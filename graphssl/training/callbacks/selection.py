@@ -81,7 +81,7 @@ class ProbeSelection:
     Args:
         embed: ``embed(model) -> (N, D)`` embeddings of the rows the splits index.
         probe: anything with the probes' ``evaluate(z, y, train, val, test)`` (e.g.
-            :class:`~graphssl.evaluation.linear_probe.LogRegEvaluator`).
+            :class:`~graphssl.evaluation.logreg_probe.LogRegProbe`).
         labels: ``(N,)`` labels of the rows.
         splits: train/val/test index splits; the probe fits on ``train`` and is scored on
             ``val``.

@@ -1,4 +1,4 @@
-"""CVLogRegEvaluator: GRACE's evaluation (unit-norm rows, one-vs-rest liblinear, C by CV)."""
+"""CVLogRegProbe: GRACE's evaluation (unit-norm rows, one-vs-rest liblinear, C by CV)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphssl.evaluation.cv_logreg_probe import GRACE_C_GRID, CVLogRegEvaluator
+from graphssl.evaluation.cv_logreg_probe import GRACE_C_GRID, CVLogRegProbe
 
 
 def _directions(n: int = 300, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -28,7 +28,7 @@ def _splits(n: int = 300) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 def test_unit_norm_rows_recover_classes_that_differ_in_direction() -> None:
     x, y = _directions()
     train, val, test = _splits()
-    normalized = CVLogRegEvaluator().evaluate(x, y, train, val, test)
+    normalized = CVLogRegProbe().evaluate(x, y, train, val, test)
     assert normalized["test_acc"] > 0.9
     assert normalized["C"] in GRACE_C_GRID and 0.8 < normalized["cv_acc"] <= 1.0
     assert set(normalized) == {"train_acc", "val_acc", "test_acc", "cv_acc", "C"}
@@ -41,8 +41,8 @@ def test_normalize_false_keeps_the_norm() -> None:
     y = torch.arange(300) % 2
     x = (torch.eye(1, 8) + 0.05 * torch.randn(300, 8, generator=g)) * (1.0 + 9.0 * y)[:, None]
     train, val, test = _splits()
-    raw = CVLogRegEvaluator(normalize=False).evaluate(x, y, train, val, test)
-    normalized = CVLogRegEvaluator().evaluate(x, y, train, val, test)
+    raw = CVLogRegProbe(normalize=False).evaluate(x, y, train, val, test)
+    normalized = CVLogRegProbe().evaluate(x, y, train, val, test)
     assert raw["test_acc"] > 0.95 and normalized["test_acc"] < 0.75
 
 
@@ -50,8 +50,8 @@ def test_invariant_to_the_scale_of_each_row() -> None:
     x, y = _directions(seed=3)
     train, val, test = _splits()
     scale = torch.linspace(0.01, 100.0, x.shape[0]).unsqueeze(1)
-    a = CVLogRegEvaluator(seed=2).evaluate(x, y, train, val, test)
-    b = CVLogRegEvaluator(seed=2).evaluate(x * scale, y, train, val, test)
+    a = CVLogRegProbe(seed=2).evaluate(x, y, train, val, test)
+    b = CVLogRegProbe(seed=2).evaluate(x * scale, y, train, val, test)
     assert a == pytest.approx(b)
 
 
@@ -64,7 +64,7 @@ def test_matches_sklearn_on_the_training_rows() -> None:
     x, y = _directions(seed=4)
     train, val, test = _splits()
     grid = [0.01, 1.0, 100.0]
-    ours = CVLogRegEvaluator(C=grid, seed=5).evaluate(x, y, train, val, test)
+    ours = CVLogRegProbe(C=grid, seed=5).evaluate(x, y, train, val, test)
     xn = normalize(x.numpy().astype(np.float64))
     ref = GridSearchCV(
         OneVsRestClassifier(LogisticRegression(solver="liblinear")),
@@ -81,7 +81,7 @@ def test_fewer_folds_when_a_class_is_rare_and_an_error_below_two() -> None:
     x, y = _directions()
     train = torch.cat([torch.nonzero(y == c).flatten()[:k] for c, k in ((0, 20), (1, 20), (2, 3))])
     rest = torch.tensor(sorted(set(range(300)) - set(train.tolist())))
-    out = CVLogRegEvaluator(C=[0.1, 10.0]).evaluate(x, y, train, rest[:50], rest[50:])
+    out = CVLogRegProbe(C=[0.1, 10.0]).evaluate(x, y, train, rest[:50], rest[50:])
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GridSearchCV, StratifiedKFold
     from sklearn.multiclass import OneVsRestClassifier
@@ -95,7 +95,7 @@ def test_fewer_folds_when_a_class_is_rare_and_an_error_below_two() -> None:
     assert out["cv_acc"] == pytest.approx(three_folds.best_score_)
     lone = torch.cat([train[:40], torch.nonzero(y == 2).flatten()[:1]])
     with pytest.raises(ValueError, match="rarest class has 1"):
-        CVLogRegEvaluator().evaluate(x, y, lone, rest[:50], rest[50:])
+        CVLogRegProbe().evaluate(x, y, lone, rest[:50], rest[50:])
 
 
 @pytest.mark.parametrize(
@@ -109,4 +109,4 @@ def test_fewer_folds_when_a_class_is_rare_and_an_error_below_two() -> None:
 )
 def test_bad_settings_name_the_value(kwargs: dict, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
-        CVLogRegEvaluator(**kwargs)
+        CVLogRegProbe(**kwargs)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from graphssl import neighbors
-from graphssl.evaluation.knn import KNNEvaluator
+from graphssl.evaluation.knn_probe import KNNProbe
 
 needs_faiss = pytest.mark.skipif(
     not neighbors.faiss_available(), reason="faiss is not installed (pip install faiss-cpu)"
@@ -29,8 +29,8 @@ def test_faiss_and_torch_find_the_same_neighbours(weighting: str) -> None:
     train[:600] = True
     val, test = torch.zeros_like(train), torch.zeros_like(train)
     val[600:750], test[750:] = True, True
-    on_faiss = KNNEvaluator(k=15, weighting=weighting, chunk_size=128, backend="faiss")  # type: ignore[arg-type]
-    on_torch = KNNEvaluator(k=15, weighting=weighting, chunk_size=100, backend="torch")  # type: ignore[arg-type]
+    on_faiss = KNNProbe(k=15, weighting=weighting, chunk_size=128, backend="faiss")  # type: ignore[arg-type]
+    on_torch = KNNProbe(k=15, weighting=weighting, chunk_size=100, backend="torch")  # type: ignore[arg-type]
     sims_f, nbrs_f = on_faiss.fit(x, y, train).kneighbors(x[~train])
     sims_t, nbrs_t = on_torch.fit(x, y, train).kneighbors(x[~train])
     assert on_faiss._search == "faiss" and on_torch._search == "torch"
@@ -49,7 +49,7 @@ def test_faiss_screening_keeps_the_float64_certificate() -> None:
     labels = torch.from_numpy(rng.integers(0, 3, 100))
     query = torch.from_numpy(base + 1e-3 * rng.normal(size=(5, 8)))
     results = [
-        KNNEvaluator(k=3, backend=b).fit(train, labels).kneighbors(query)  # type: ignore[arg-type]
+        KNNProbe(k=3, backend=b).fit(train, labels).kneighbors(query)  # type: ignore[arg-type]
         for b in ("faiss", "torch")
     ]
     assert all(torch.equal(a, b) for a, b in zip(*results))
@@ -58,13 +58,13 @@ def test_faiss_screening_keeps_the_float64_certificate() -> None:
 def test_auto_uses_torch_without_faiss(monkeypatch: pytest.MonkeyPatch) -> None:
     x, y = _problem(n=200)
     monkeypatch.setattr(neighbors, "faiss_available", lambda: False)
-    probe = KNNEvaluator(k=5).fit(x, y)
+    probe = KNNProbe(k=5).fit(x, y)
     assert probe.backend == "auto" and probe._search == "torch"
     with pytest.raises(ImportError, match="faiss-cpu"):
-        KNNEvaluator(k=5, backend="faiss").fit(x, y)
+        KNNProbe(k=5, backend="faiss").fit(x, y)
 
 
 def test_backend_is_validated_and_shown() -> None:
     with pytest.raises(ValueError, match="backend must be one of auto, faiss, torch"):
-        KNNEvaluator(backend="annoy")  # type: ignore[arg-type]
-    assert "backend='torch'" in repr(KNNEvaluator(backend="torch"))
+        KNNProbe(backend="annoy")  # type: ignore[arg-type]
+    assert "backend='torch'" in repr(KNNProbe(backend="torch"))

@@ -14,8 +14,8 @@ from hydra import compose, initialize_config_dir
 
 from graphssl.data.base import Split
 from graphssl.evaluation import Evaluation
-from graphssl.evaluation.knn import KNNEvaluator
-from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation.knn_probe import KNNProbe
+from graphssl.evaluation.logreg_probe import LogRegProbe
 from graphssl.evaluation.official import official_metrics
 from graphssl.evaluation.runner import run_probes
 
@@ -73,7 +73,7 @@ class FakeOGB:
 def test_accuracy_from_every_probe_matches_the_probes_own() -> None:
     z, y = blobs()
     s = split(y.numel())
-    probes = {"logreg": LogRegEvaluator(weight_decay=0.01), "knn": KNNEvaluator(k=5)}
+    probes = {"logreg": LogRegProbe(weight_decay=0.01), "knn": KNNProbe(k=5)}
     ours = run_probes(z, y, [s], probes)
     out = official_metrics(z, y, [s], probes, accuracy, "acc")
     assert set(out) == {"probe/logreg/ogb_test_acc", "probe/knn/ogb_test_acc"}
@@ -88,7 +88,7 @@ def test_rocauc_uses_positive_class_scores_and_skips_probes_without_scores(
 ) -> None:
     z, y = blobs(classes=2)
     s = split(y.numel())
-    probes = {"logreg": LogRegEvaluator(weight_decay=0.01), "knn": KNNEvaluator(k=5)}
+    probes = {"logreg": LogRegProbe(weight_decay=0.01), "knn": KNNProbe(k=5)}
     with caplog.at_level(logging.INFO, logger="graphssl.evaluation.official"):
         out = official_metrics(z, y, [s], probes, rocauc, "rocauc")
     assert set(out) == {"probe/logreg/ogb_test_rocauc"}
@@ -104,8 +104,8 @@ def test_rocauc_uses_positive_class_scores_and_skips_probes_without_scores(
 def test_the_evaluation_refits_with_the_selected_weight_decay() -> None:
     z, y = blobs()
     dm = FakeOGB(y, "acc")
-    evaluation = Evaluation(probes={"logreg": LogRegEvaluator(weight_decay=[10.0, 0.01])})
-    ours = run_probes(z, y, dm.splits(), {"logreg": LogRegEvaluator(weight_decay=[10.0, 0.01])})
+    evaluation = Evaluation(probes={"logreg": LogRegProbe(weight_decay=[10.0, 0.01])})
+    ours = run_probes(z, y, dm.splits(), {"logreg": LogRegProbe(weight_decay=[10.0, 0.01])})
     out = evaluation.ogb_metrics(dm, z, y, ours)
     assert out["probe/logreg/ogb_test_acc"] == pytest.approx(ours["probe/logreg/test_acc"])
     assert evaluation.ogb_metrics(object(), z, y, ours) == {}

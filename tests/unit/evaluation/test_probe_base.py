@@ -8,13 +8,13 @@ import pytest
 import torch
 from torch import Tensor
 
-from graphssl.evaluation.adam_probe import AdamLinearEvaluator
-from graphssl.evaluation.cv_logreg_probe import CVLogRegEvaluator
-from graphssl.evaluation.knn import KNNEvaluator
-from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation.adam_probe import AdamLinearProbe
+from graphssl.evaluation.cv_logreg_probe import CVLogRegProbe
+from graphssl.evaluation.knn_probe import KNNProbe
+from graphssl.evaluation.logreg_probe import LogRegProbe
 from graphssl.evaluation.probe import SPLITS, Probe, Task
-from graphssl.evaluation.regression_probe import RidgeEvaluator
-from graphssl.evaluation.svc_probe import SVCEvaluator
+from graphssl.evaluation.ridge_probe import RidgeProbe
+from graphssl.evaluation.svc_probe import SVCProbe
 
 
 def _problem() -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
@@ -28,13 +28,13 @@ def _problem() -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
 @pytest.mark.parametrize(
     ("probe", "task"),
     [
-        (LogRegEvaluator(), "classification"),
-        (LogRegEvaluator(multilabel=True), "multilabel"),
-        (KNNEvaluator(), "classification"),
-        (AdamLinearEvaluator(), "classification"),
-        (SVCEvaluator(), "classification"),
-        (CVLogRegEvaluator(), "classification"),
-        (RidgeEvaluator(), "regression"),
+        (LogRegProbe(), "classification"),
+        (LogRegProbe(multilabel=True), "multilabel"),
+        (KNNProbe(), "classification"),
+        (AdamLinearProbe(), "classification"),
+        (SVCProbe(), "classification"),
+        (CVLogRegProbe(), "classification"),
+        (RidgeProbe(), "regression"),
     ],
 )
 def test_every_probe_is_a_probe_with_its_task(probe: Probe, task: Task) -> None:
@@ -44,22 +44,22 @@ def test_every_probe_is_a_probe_with_its_task(probe: Probe, task: Task) -> None:
 
 def test_adam_fit_keeps_the_best_validation_epoch() -> None:
     x, y, train, val, test = _problem()
-    out = AdamLinearEvaluator(epochs=40).evaluate(x, y, train, val, test)
-    probe = AdamLinearEvaluator(epochs=40).fit(x, y, train, val)
-    assert isinstance(probe, AdamLinearEvaluator)
+    out = AdamLinearProbe(epochs=40).evaluate(x, y, train, val, test)
+    probe = AdamLinearProbe(epochs=40).fit(x, y, train, val)
+    assert isinstance(probe, AdamLinearProbe)
     assert probe.best_epoch_ == out["best_epoch"]
     for split, rows in zip(SPLITS, (train, val, test), strict=True):
         acc = float((probe.predict(x[rows]) == y[rows]).float().mean())
         assert acc == pytest.approx(out[f"{split}_acc"], abs=1e-7)
 
 
-@pytest.mark.parametrize("cls", [SVCEvaluator, CVLogRegEvaluator])
+@pytest.mark.parametrize("cls", [SVCProbe, CVLogRegProbe])
 def test_grid_search_probes_fit_what_evaluate_reports(cls: type[Probe]) -> None:
     x, y, train, val, test = _problem()
     probe: Any = cls(C=[0.1, 10.0])  # type: ignore[call-arg]
     out = probe.evaluate(x, y, train, val, test)
     fitted = cls(C=[0.1, 10.0])  # type: ignore[call-arg]
-    if cls is SVCEvaluator:
+    if cls is SVCProbe:
         fitted = fitted.fit(x, y, train, val)  # type: ignore[attr-defined]
         assert fitted.cv_acc_ == out["val_acc"]
     else:

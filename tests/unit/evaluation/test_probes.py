@@ -19,16 +19,16 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.preprocessing import StandardScaler
 from torch import Tensor
 
-from graphssl.evaluation import linear_probe
+from graphssl.evaluation import logreg_probe as linear_probe
 from graphssl.evaluation.aggregate import mean_std
-from graphssl.evaluation.knn import KNNEvaluator
-from graphssl.evaluation.linear_probe import (
+from graphssl.evaluation.knn_probe import KNNProbe
+from graphssl.evaluation.logreg_probe import (
     DEFAULT_WEIGHT_DECAYS,
     SPEC_WEIGHT_DECAYS,
-    LogRegEvaluator,
+    LogRegProbe,
     average_precision,
 )
-from graphssl.evaluation.regression_probe import DEFAULT_RIDGE_WEIGHT_DECAYS, RidgeEvaluator
+from graphssl.evaluation.ridge_probe import DEFAULT_RIDGE_WEIGHT_DECAYS, RidgeProbe
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -61,18 +61,18 @@ def _problem(**kwargs: Any) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     return (torch.from_numpy(x), torch.from_numpy(y), *_split_masks(len(y)))
 
 
-# ---------------------------------------------------------------------- LogRegEvaluator
+# ---------------------------------------------------------------------- LogRegProbe
 def test_logreg_defaults_match_the_spec() -> None:
     assert DEFAULT_WEIGHT_DECAYS == (100, 30, 10, 3, 1, 0.3, 0.1, 1e-2, 1e-3, 1e-4, 1e-5, 0)
     assert SPEC_WEIGHT_DECAYS == (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 0.0)
-    probe = LogRegEvaluator(weight_decay=[1e-3, 0.0, 1e-1, 1e-3])
+    probe = LogRegProbe(weight_decay=[1e-3, 0.0, 1e-1, 1e-3])
     assert probe.weight_decays == (1e-1, 1e-3, 0.0)  # deduplicated, strongest first
-    assert LogRegEvaluator().weight_decays == DEFAULT_WEIGHT_DECAYS
+    assert LogRegProbe().weight_decays == DEFAULT_WEIGHT_DECAYS
 
 
 def test_logreg_separable_data_is_classified_perfectly() -> None:
     x, y, train, val, test = _problem(noise=0.05)
-    result = LogRegEvaluator(weight_decay=SPEC_WEIGHT_DECAYS).evaluate(x, y, train, val, test)
+    result = LogRegProbe(weight_decay=SPEC_WEIGHT_DECAYS).evaluate(x, y, train, val, test)
     assert result["train_acc"] == result["val_acc"] == result["test_acc"] == 1.0
     assert set(result) == {"train_acc", "val_acc", "test_acc", "weight_decay", "converged"}
     assert isinstance(result["converged"], bool) and isinstance(result["weight_decay"], float)
@@ -87,7 +87,7 @@ def test_logreg_matches_sklearn_at_matched_weight_decay(
     if grad_tol == "tight":  # stop on the loss change (1e-9) only, to compare optima closely
         monkeypatch.setattr(linear_probe, "_GRAD_TOL", 0.0)
     x, y, train, val, test = _problem(n=400, d=6, c=4, noise=3.0)
-    probe = LogRegEvaluator(weight_decay=lam).fit(x, y, train, val)
+    probe = LogRegProbe(weight_decay=lam).fit(x, y, train, val)
     x_np, y_np = x.numpy(), y.numpy()
     scaler = StandardScaler().fit(x_np[train])
     n_train = int(train.sum())
@@ -107,14 +107,14 @@ def test_logreg_matches_sklearn_at_matched_weight_decay(
 
 def test_logreg_selects_the_best_validation_metric_and_strongest_on_ties() -> None:
     x, y, train, val, _ = _problem(n=400, noise=2.5, seed=3)
-    probe = LogRegEvaluator().fit(x, y, train, val)
+    probe = LogRegProbe().fit(x, y, train, val)
     scores = probe.val_metrics_per_weight_decay_
     assert list(scores) == list(DEFAULT_WEIGHT_DECAYS)
     best = max(scores.values())
     assert probe.weight_decay_ == next(lam for lam, s in scores.items() if s == best)
     # Separable data: every strength reaches 1.0 on validation -> the strongest is kept.
     x, y, train, val, _ = _problem(noise=0.05)
-    probe = LogRegEvaluator(weight_decay=[1e-4, 1e-2, 0.0]).fit(x, y, train, val)
+    probe = LogRegProbe(weight_decay=[1e-4, 1e-2, 0.0]).fit(x, y, train, val)
     assert set(probe.val_metrics_per_weight_decay_.values()) == {1.0}
     assert probe.weight_decay_ == 1e-2
 
@@ -124,53 +124,53 @@ def test_logreg_warns_when_the_strongest_weight_decay_wins() -> None:
     with pytest.warns(
         UserWarning, match=r"strongest weight decay of its grid \(1 of \[1\.0, 0\.0\]"
     ):
-        LogRegEvaluator(weight_decay=[1.0, 0.0]).fit(x, y, train, val)
+        LogRegProbe(weight_decay=[1.0, 0.0]).fit(x, y, train, val)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning: a single value, or the weakest (0) winning
-        LogRegEvaluator(weight_decay=1.0).fit(x, y, train, val)
-        LogRegEvaluator(weight_decay=[0.0]).fit(x, y, train, val)
+        LogRegProbe(weight_decay=1.0).fit(x, y, train, val)
+        LogRegProbe(weight_decay=[0.0]).fit(x, y, train, val)
 
 
 def test_logreg_is_deterministic_and_warm_start_reaches_the_cold_optimum() -> None:
     x, y, train, val, test = _problem(n=300, noise=2.0, seed=1)
     grid = (1e-1, 1e-2, 1e-3)
-    first = LogRegEvaluator(weight_decay=grid)
-    second = LogRegEvaluator(weight_decay=grid)
+    first = LogRegProbe(weight_decay=grid)
+    second = LogRegProbe(weight_decay=grid)
     assert first.evaluate(x, y, train, val, test) == second.evaluate(x, y, train, val, test)
     assert torch.equal(first.coef_, second.coef_)
     assert torch.equal(first.intercept_, second.intercept_)
     # Warm-started fit at λ = 1e-3 vs a fit from zero at the same λ (the objective is convex).
-    warm = LogRegEvaluator(weight_decay=grid).fit(x, y, train, val)
+    warm = LogRegProbe(weight_decay=grid).fit(x, y, train, val)
     lam = warm.weight_decay_
-    cold = LogRegEvaluator(weight_decay=lam).fit(x, y, train, val)
+    cold = LogRegProbe(weight_decay=lam).fit(x, y, train, val)
     torch.testing.assert_close(warm.coef_, cold.coef_, atol=1e-3, rtol=0)
 
 
 def test_logreg_accepts_index_splits_float32_numpy_and_column_labels() -> None:
     x, y, train, val, test = _problem()
-    reference = LogRegEvaluator(weight_decay=1e-2).evaluate(x, y, train, val, test)
+    reference = LogRegProbe(weight_decay=1e-2).evaluate(x, y, train, val, test)
     as_index = [m.nonzero().view(-1) for m in (train, val, test)]
-    assert LogRegEvaluator(weight_decay=1e-2).evaluate(x, y, *as_index) == reference
+    assert LogRegProbe(weight_decay=1e-2).evaluate(x, y, *as_index) == reference
     assert (
-        LogRegEvaluator(weight_decay=1e-2).evaluate(
+        LogRegProbe(weight_decay=1e-2).evaluate(
             x.numpy(), y.numpy()[:, None], train.numpy(), val.numpy(), test.numpy()
         )
         == reference
     )
-    single = LogRegEvaluator(weight_decay=1e-2).evaluate(x.float(), y, train, val, test)
+    single = LogRegProbe(weight_decay=1e-2).evaluate(x.float(), y, train, val, test)
     assert single["test_acc"] == pytest.approx(reference["test_acc"], abs=0.02)
 
 
 def test_logreg_reports_non_convergence() -> None:
     x, y, train, val, test = _problem(noise=2.0)
-    result = LogRegEvaluator(weight_decay=0.0, max_iter=2).evaluate(x, y, train, val, test)
+    result = LogRegProbe(weight_decay=0.0, max_iter=2).evaluate(x, y, train, val, test)
     assert result["converged"] is False
 
 
 def test_logreg_classes_absent_from_training_are_never_predicted() -> None:
     x, y, train, val, test = _problem(c=3)
     y = torch.where(test & (y == 0), torch.full_like(y, 7), y)  # class 7 only in test
-    probe = LogRegEvaluator(weight_decay=1e-2)
+    probe = LogRegProbe(weight_decay=1e-2)
     result = probe.evaluate(x, y, train, val, test)
     assert probe.classes_.tolist() == [0, 1, 2]
     assert result["test_acc"] < 1.0
@@ -211,7 +211,7 @@ def test_logreg_multilabel_with_missing_labels() -> None:
     y[rng.random((n, t)) < 0.2] = np.nan
     x_t, y_t = torch.from_numpy(x), torch.from_numpy(y)
     train, val, test = _split_masks(n)
-    probe = LogRegEvaluator(multilabel=True)
+    probe = LogRegProbe(multilabel=True)
     result = probe.evaluate(x_t, y_t, train, val, test)
     assert set(result) == {"train_ap", "val_ap", "test_ap", "weight_decay", "converged"}
     assert result["test_ap"] > 0.9
@@ -227,10 +227,10 @@ def test_logreg_multilabel_with_missing_labels() -> None:
     )
     assert result["test_ap"] == pytest.approx(expected, abs=1e-12)
     with pytest.raises(ValueError, match="must be 0, 1 or NaN"):
-        LogRegEvaluator(multilabel=True).evaluate(x_t, y_t * 2, train, val, test)
+        LogRegProbe(multilabel=True).evaluate(x_t, y_t * 2, train, val, test)
 
 
-# ----------------------------------------------------------------------- RidgeEvaluator
+# ----------------------------------------------------------------------- RidgeProbe
 def _ridge_reference(x: np.ndarray, y: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
     """Naive normal-equations ridge on standardised, centred training rows."""
     mean, std = x.mean(0), x.std(0)
@@ -250,9 +250,7 @@ def test_ridge_matches_a_naive_solve(lam: float) -> None:
     x = 3.0 + 2.0 * rng.normal(size=(120, 5))
     y = x @ rng.normal(size=(5, 2)) + 0.5 * rng.normal(size=(120, 2))
     train, val, _ = _split_masks(120)
-    probe = RidgeEvaluator(weight_decay=lam).fit(
-        torch.from_numpy(x), torch.from_numpy(y), train, val
-    )
+    probe = RidgeProbe(weight_decay=lam).fit(torch.from_numpy(x), torch.from_numpy(y), train, val)
     coef, intercept = _ridge_reference(x[train.numpy()], y[train.numpy()], lam)
     np.testing.assert_allclose(probe.coef_.numpy(), coef, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(probe.intercept_.numpy(), intercept, rtol=1e-12)
@@ -264,7 +262,7 @@ def test_ridge_without_penalty_is_the_minimum_norm_least_squares_solution() -> N
     x = np.concatenate([base, base[:, :1]], axis=1)  # duplicated column: rank deficient
     y = rng.normal(size=50)
     train, val, test = _split_masks(50, (0.6, 0.2))
-    probe = RidgeEvaluator(weight_decay=0.0, standardize=False)
+    probe = RidgeProbe(weight_decay=0.0, standardize=False)
     probe.fit(torch.from_numpy(x), torch.from_numpy(y), train, val)
     xt, yt = x[train.numpy()], y[train.numpy()]
     xc = xt - xt.mean(0)
@@ -280,7 +278,7 @@ def test_ridge_metrics_and_selection() -> None:
     x = rng.normal(size=(200, 4))
     y = np.stack([x[:, 0] + 0.1 * rng.normal(size=200), 10 * x[:, 1]], axis=1)
     train, val, test = _split_masks(200)
-    probe = RidgeEvaluator()
+    probe = RidgeProbe()
     result = probe.evaluate(torch.from_numpy(x), torch.from_numpy(y), train, val, test)
     assert set(result) == {
         "train_mae",
@@ -298,14 +296,14 @@ def test_ridge_metrics_and_selection() -> None:
     assert result["weight_decay"] == min(scores, key=lambda lam: (scores[lam], -lam))
     # A constant target is fitted exactly by every strength -> ties -> the strongest.
     constant = torch.full((200,), 3.0, dtype=torch.float64)
-    tied = RidgeEvaluator().evaluate(torch.from_numpy(x), constant, train, val, test)
+    tied = RidgeProbe().evaluate(torch.from_numpy(x), constant, train, val, test)
     assert tied["weight_decay"] == DEFAULT_RIDGE_WEIGHT_DECAYS[0] and tied["test_mae"] == 0.0
 
 
-# ------------------------------------------------------------------------- KNNEvaluator
+# ------------------------------------------------------------------------- KNNProbe
 def test_knn_uniform_matches_sklearn() -> None:
     x, y, train, _, test = _problem(n=1500, d=16, c=5, noise=3.0)
-    probe = KNNEvaluator(k=15, weighting="uniform", chunk_size=256).fit(x, y, train)
+    probe = KNNProbe(k=15, weighting="uniform", chunk_size=256).fit(x, y, train)
     reference = KNeighborsClassifier(15, metric="cosine", algorithm="brute").fit(x[train], y[train])
     np.testing.assert_array_equal(probe.predict(x[test]).numpy(), reference.predict(x[test]))
     distances, neighbours = reference.kneighbors(x[test].numpy())
@@ -323,23 +321,23 @@ def test_knn_exp_weighting_and_ties_known_answers() -> None:
     train = torch.tensor([unit(0.99), unit(0.8), unit(0.8), [-1.0, 0.0]], dtype=torch.float64)
     labels = torch.tensor([5, 2, 2, 9])
     query = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
-    exp = KNNEvaluator(k=3).fit(train, labels)
-    uniform = KNNEvaluator(k=3, weighting="uniform").fit(train, labels)
+    exp = KNNProbe(k=3).fit(train, labels)
+    uniform = KNNProbe(k=3, weighting="uniform").fit(train, labels)
     # exp(0.99 / 0.07) > 2 exp(0.8 / 0.07): the close neighbour wins; a majority vote does not.
     assert exp.predict(query).tolist() == [5]
     assert uniform.predict(query).tolist() == [2]
     # One vote each for classes 9 and 5 -> the smallest class id.
-    tie = KNNEvaluator(k=2, weighting="uniform").fit(train[[0, 3]], torch.tensor([9, 5]))
+    tie = KNNProbe(k=2, weighting="uniform").fit(train[[0, 3]], torch.tensor([9, 5]))
     assert tie.predict(query).tolist() == [5]
 
 
 def test_knn_predictions_do_not_depend_on_chunk_size() -> None:
     x, y, train, val, test = _problem(n=600, d=16, c=4, noise=3.0)
-    big = KNNEvaluator(k=10, chunk_size=100_000).fit(x, y, train)
-    one = KNNEvaluator(k=10, chunk_size=1).fit(x, y, train)
+    big = KNNProbe(k=10, chunk_size=100_000).fit(x, y, train)
+    one = KNNProbe(k=10, chunk_size=1).fit(x, y, train)
     for a, b in zip(big.kneighbors(x[test]), one.kneighbors(x[test])):
         assert torch.equal(a, b)
-    assert KNNEvaluator(k=10, chunk_size=7).evaluate(x, y, train, val, test) == big.evaluate(
+    assert KNNProbe(k=10, chunk_size=7).evaluate(x, y, train, val, test) == big.evaluate(
         x, y, train, val, test
     )
 
@@ -355,14 +353,14 @@ def test_knn_near_duplicate_training_rows_take_the_exact_path(
     labels = torch.from_numpy(rng.integers(0, 3, 100))
     query = torch.from_numpy(base + 1e-3 * rng.normal(size=(5, 8)))
     calls: list[int] = []
-    original = KNNEvaluator._rescore
+    original = KNNProbe._rescore
 
-    def spy(self: KNNEvaluator, q: Tensor, cand: Tensor) -> tuple[Tensor, Tensor]:
+    def spy(self: KNNProbe, q: Tensor, cand: Tensor) -> tuple[Tensor, Tensor]:
         calls.append(q.shape[0])
         return original(self, q, cand)
 
-    monkeypatch.setattr(KNNEvaluator, "_rescore", spy)
-    sims, _ = KNNEvaluator(k=3, chunk_size=64).fit(train, labels).kneighbors(query)
+    monkeypatch.setattr(KNNProbe, "_rescore", spy)
+    sims, _ = KNNProbe(k=3, chunk_size=64).fit(train, labels).kneighbors(query)
     assert calls == [5, 5]  # screening not conclusive: every row re-screened in float64
     unit = train / train.norm(dim=1, keepdim=True)
     reference = (query / query.norm(dim=1, keepdim=True)) @ unit.T
@@ -394,9 +392,9 @@ def test_mean_std() -> None:
 # -------------------------------------------------------------------- validation errors
 def _evaluators() -> list[Callable[[], Any]]:
     return [
-        lambda: LogRegEvaluator(weight_decay=1e-2),
-        lambda: RidgeEvaluator(weight_decay=1e-2),
-        lambda: KNNEvaluator(k=3),
+        lambda: LogRegProbe(weight_decay=1e-2),
+        lambda: RidgeProbe(weight_decay=1e-2),
+        lambda: KNNProbe(k=3),
     ]
 
 
@@ -451,7 +449,7 @@ def test_input_errors_name_the_value(
         make_probe().evaluate(**args)
 
 
-@pytest.mark.parametrize("probe", [LogRegEvaluator, KNNEvaluator])
+@pytest.mark.parametrize("probe", [LogRegProbe, KNNProbe])
 def test_classification_label_errors(probe: Callable[[], Any]) -> None:
     args = _inputs()
     labels = args["labels"].double()
@@ -469,31 +467,31 @@ def test_classification_label_errors(probe: Callable[[], Any]) -> None:
 
 def test_constructor_errors() -> None:
     with pytest.raises(ValueError, match=r"weight_decay must be one or more values >= 0, got -0.1"):
-        LogRegEvaluator(weight_decay=-0.1)
+        LogRegProbe(weight_decay=-0.1)
     with pytest.raises(ValueError, match=r"weight_decay must be .* got \[0.1, -1.0\]"):
-        RidgeEvaluator(weight_decay=[0.1, -1.0])
+        RidgeProbe(weight_decay=[0.1, -1.0])
     with pytest.raises(ValueError, match=r"weight_decay must be .* got \[\]"):
-        LogRegEvaluator(weight_decay=[])
+        LogRegProbe(weight_decay=[])
     with pytest.raises(ValueError, match=r"weight_decay must be .* got nan"):
-        RidgeEvaluator(weight_decay=float("nan"))
+        RidgeProbe(weight_decay=float("nan"))
     for max_iter in (0, -5):
         with pytest.raises(ValueError, match=f"max_iter must be > 0, got {max_iter}"):
-            LogRegEvaluator(max_iter=max_iter)
+            LogRegProbe(max_iter=max_iter)
     for chunk_size in (0, -1):
         with pytest.raises(ValueError, match=f"chunk_size must be > 0, got {chunk_size}"):
-            KNNEvaluator(chunk_size=chunk_size)
+            KNNProbe(chunk_size=chunk_size)
     with pytest.raises(ValueError, match="k must be a positive integer, got 0"):
-        KNNEvaluator(k=0)
+        KNNProbe(k=0)
     with pytest.raises(ValueError, match="Could not resolve weighting 'cosine' among choices"):
-        KNNEvaluator(weighting="cosine")  # type: ignore[arg-type]
+        KNNProbe(weighting="cosine")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="temperature must be a finite value > 0, got 0"):
-        KNNEvaluator(temperature=0)
+        KNNProbe(temperature=0)
 
 
 def test_knn_k_larger_than_the_training_split() -> None:
     args = _inputs()
     with pytest.raises(ValueError, match=r"k=21 is larger than the training split \(20 rows\)"):
-        KNNEvaluator(k=21).evaluate(**args)
+        KNNProbe(k=21).evaluate(**args)
 
 
 def test_ridge_rejects_nan_targets() -> None:
@@ -501,7 +499,7 @@ def test_ridge_rejects_nan_targets() -> None:
     targets = args["labels"].double()
     targets[25] = float("nan")
     with pytest.raises(ValueError, match="targets have 1 NaN or Inf values"):
-        RidgeEvaluator().evaluate(**{**args, "labels": targets})
+        RidgeProbe().evaluate(**{**args, "labels": targets})
 
 
 def test_logreg_starts_at_the_zero_weight_optimum_and_warm_starts_save_iterations(
@@ -509,7 +507,7 @@ def test_logreg_starts_at_the_zero_weight_optimum_and_warm_starts_save_iteration
 ) -> None:
     x, y, train, val, _ = _problem(n=600, noise=2.0, seed=2)
     # with a huge L2 term the weights stay ~0 and the bias is the start: log class frequencies
-    huge = LogRegEvaluator(weight_decay=1e6).fit(x, y, train, val)
+    huge = LogRegProbe(weight_decay=1e6).fit(x, y, train, val)
     counts = torch.bincount(y[train]).double()
     log_freq = torch.log(counts / counts.sum())
     torch.testing.assert_close(huge.intercept_, log_freq - log_freq.mean(), atol=1e-4, rtol=0)
@@ -523,10 +521,10 @@ def test_logreg_starts_at_the_zero_weight_optimum_and_warm_starts_save_iteration
         return out
 
     monkeypatch.setattr(linear_probe, "_minimize_lbfgs", counting)
-    warm = LogRegEvaluator(weight_decay=DEFAULT_WEIGHT_DECAYS).fit(x, y, train, val)
+    warm = LogRegProbe(weight_decay=DEFAULT_WEIGHT_DECAYS).fit(x, y, train, val)
     warm_iterations = sum(iterations)
     iterations.clear()
-    cold = LogRegEvaluator(weight_decay=DEFAULT_WEIGHT_DECAYS, warm_start=False)
+    cold = LogRegProbe(weight_decay=DEFAULT_WEIGHT_DECAYS, warm_start=False)
     cold.fit(x, y, train, val)
     assert warm_iterations < sum(iterations)
     assert cold.val_metrics_per_weight_decay_.keys() == warm.val_metrics_per_weight_decay_.keys()

@@ -17,9 +17,9 @@ import torch
 from torch import Tensor
 
 from graphssl.evaluation.diagnostics import embedding_diagnostics
-from graphssl.evaluation.knn import KNNEvaluator
-from graphssl.evaluation.linear_probe import LogRegEvaluator
-from graphssl.evaluation.regression_probe import RidgeEvaluator
+from graphssl.evaluation.knn_probe import KNNProbe
+from graphssl.evaluation.logreg_probe import LogRegProbe
+from graphssl.evaluation.ridge_probe import RidgeProbe
 from graphssl.evaluation.runner import cap_splits, evaluation_settings, run_probes
 from graphssl.evaluation.subsample import cap_rows, check_max_rows, row_generator
 
@@ -86,7 +86,7 @@ def test_max_rows_must_be_a_positive_integer(bad: object) -> None:
     with pytest.raises(ValueError, match=r"eval\.max_rows must be a positive integer"):
         check_max_rows(bad, "eval.max_rows")
     with pytest.raises(ValueError, match="max_rows"):
-        KNNEvaluator(max_rows=bad)  # type: ignore[arg-type]
+        KNNProbe(max_rows=bad)  # type: ignore[arg-type]
 
 
 def test_evaluation_settings() -> None:
@@ -106,7 +106,7 @@ def test_evaluation_settings() -> None:
 def test_run_probes_caps_every_split_with_the_seed(caplog: pytest.LogCaptureFixture) -> None:
     x, y = _data()
     splits = _splits(x.shape[0])
-    probes = {"logreg": LogRegEvaluator(weight_decay=[1e-2, 0.0])}
+    probes = {"logreg": LogRegProbe(weight_decay=[1e-2, 0.0])}
     with caplog.at_level(logging.WARNING, logger="graphssl.evaluation.runner"):
         capped = run_probes(x, y, splits, probes, max_rows=400, seed=7)
     assert capped["eval/max_rows"] == 400.0
@@ -129,14 +129,14 @@ def test_run_probes_caps_every_split_with_the_seed(caplog: pytest.LogCaptureFixt
 def test_knn_max_rows_subsamples_each_split_seeded() -> None:
     x, y = _data(n=4000)
     (split,) = _splits(x.shape[0])
-    probe = KNNEvaluator(k=5, max_rows=300, seed=1)
+    probe = KNNProbe(k=5, max_rows=300, seed=1)
     out = probe.evaluate(x, y, split.train, split.val, split.test)
     assert out["max_rows"] == 300 and probe.train_embeddings_.shape[0] <= 305
     assert (
-        KNNEvaluator(k=5, max_rows=300, seed=1).evaluate(x, y, split.train, split.val, split.test)
+        KNNProbe(k=5, max_rows=300, seed=1).evaluate(x, y, split.train, split.val, split.test)
         == out
     )
-    full = KNNEvaluator(k=5).evaluate(x, y, split.train, split.val, split.test)
+    full = KNNProbe(k=5).evaluate(x, y, split.train, split.val, split.test)
     assert "max_rows" not in full and full["test_acc"] == pytest.approx(out["test_acc"], abs=0.1)
 
 
@@ -165,11 +165,11 @@ def _big() -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
 
 def _run_stage(stage: str, x: Tensor, y: Tensor, train: Tensor, val: Tensor, test: Tensor) -> Any:
     if stage == "logreg":
-        return LogRegEvaluator(weight_decay=[1.0, 0.0]).evaluate(x, y, train, val, test)
+        return LogRegProbe(weight_decay=[1.0, 0.0]).evaluate(x, y, train, val, test)
     if stage == "ridge":
-        return RidgeEvaluator(weight_decay=[1.0]).evaluate(x, y.double(), train, val, test)
+        return RidgeProbe(weight_decay=[1.0]).evaluate(x, y.double(), train, val, test)
     if stage == "knn":
-        return KNNEvaluator(k=5).evaluate(x, y, train[:200], val, test[:50_000])
+        return KNNProbe(k=5).evaluate(x, y, train[:200], val, test[:50_000])
     if stage == "diagnostics":
         return embedding_diagnostics(x)
     if stage == "spectrum_figure":
@@ -177,7 +177,7 @@ def _run_stage(stage: str, x: Tensor, y: Tensor, train: Tensor, val: Tensor, tes
 
         return spectrum_figure(x, max_rows=None)
     split = _Split(train, val, test)
-    return run_probes(x, y, [split], {"knn": KNNEvaluator(k=5)}, max_rows=500)
+    return run_probes(x, y, [split], {"knn": KNNProbe(k=5)}, max_rows=500)
 
 
 def _measure(stage: str) -> None:

@@ -1,4 +1,4 @@
-"""SVCEvaluator: the graph papers' SVM with C chosen by inner cross-validation."""
+"""SVCProbe: the graph papers' SVM with C chosen by inner cross-validation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphssl.evaluation.svc_probe import SVCEvaluator
+from graphssl.evaluation.svc_probe import SVCProbe
 
 
 def _rings(n: int = 240, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -23,10 +23,10 @@ def test_rbf_separates_rings_a_linear_kernel_cannot() -> None:
     x, y = _rings()
     perm = torch.randperm(240, generator=torch.Generator().manual_seed(1))
     train, val, test = perm[:150], perm[150:180], perm[180:]
-    rbf = SVCEvaluator().evaluate(x, y, train, val, test)
-    linear = SVCEvaluator(kernel="linear").evaluate(x, y, train, val, test)
+    rbf = SVCProbe().evaluate(x, y, train, val, test)
+    linear = SVCProbe(kernel="linear").evaluate(x, y, train, val, test)
     assert rbf["test_acc"] > 0.95 and linear["test_acc"] < 0.75
-    assert rbf["C"] in SVCEvaluator().C and 0.9 < rbf["val_acc"] <= 1.0
+    assert rbf["C"] in SVCProbe().C and 0.9 < rbf["val_acc"] <= 1.0
     assert rbf["train_acc"] >= rbf["test_acc"] - 0.05
 
 
@@ -36,7 +36,7 @@ def test_matches_sklearn_grid_search_on_the_training_fold() -> None:
 
     x, y = _rings(seed=2)
     train, val, test = torch.arange(0, 120), torch.arange(120, 160), torch.arange(160, 240)
-    ours = SVCEvaluator(C=[0.01, 1.0, 100.0], seed=3).evaluate(x, y, train, val, test)
+    ours = SVCProbe(C=[0.01, 1.0, 100.0], seed=3).evaluate(x, y, train, val, test)
     fit = np.arange(160)
     ref = GridSearchCV(
         SVC(), {"C": [0.01, 1.0, 100.0]}, cv=StratifiedKFold(5, shuffle=True, random_state=3)
@@ -58,11 +58,11 @@ def test_matches_sklearn_grid_search_on_the_training_fold() -> None:
 )
 def test_bad_settings_name_the_value(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        SVCEvaluator(**kwargs)
+        SVCProbe(**kwargs)
 
 
 def test_a_class_with_one_training_row_is_a_clear_error() -> None:
     x = torch.randn(10, 3)
     y = torch.tensor([0, 0, 0, 0, 0, 1, 0, 0, 1, 1])
     with pytest.raises(ValueError, match="rarest class has 1"):
-        SVCEvaluator().evaluate(x, y, torch.arange(6), torch.arange(6, 7), torch.arange(7, 10))
+        SVCProbe().evaluate(x, y, torch.arange(6), torch.arange(6, 7), torch.arange(7, 10))

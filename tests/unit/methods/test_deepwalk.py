@@ -11,7 +11,7 @@ from torch_geometric.data import Data
 
 from graphssl.data.node import SBMDataModule
 from graphssl.evaluation.extraction import extract_embeddings
-from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation.logreg_probe import LogRegProbe
 from graphssl.methods.deepwalk import DeepWalk
 from graphssl.methods.graph_dino import GraphDINO
 from graphssl.models.encoders import GCNEncoder
@@ -35,9 +35,7 @@ def probe(z: torch.Tensor, dm: SBMDataModule) -> float:
     split = dm.splits()[0]
     y = dm.labels
     assert y is not None
-    res = LogRegEvaluator(weight_decay=[1e-2, 1e-4]).evaluate(
-        z, y, split.train, split.val, split.test
-    )
+    res = LogRegProbe(weight_decay=[1e-2, 1e-4]).evaluate(z, y, split.train, split.val, split.test)
     return float(res["test_acc"])
 
 

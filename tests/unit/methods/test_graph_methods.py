@@ -17,7 +17,7 @@ from torch_geometric.data import Batch, Data
 
 from graphssl.data.graph import SyntheticGraphsDataModule
 from graphssl.evaluation.extraction import extract_embeddings
-from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation.logreg_probe import LogRegProbe
 from graphssl.evaluation.runner import run_probes
 from graphssl.methods.graphcl import (
     GraphCL,
@@ -96,11 +96,11 @@ def test_graph_method_trains_and_probes(model: str, tmp_path: Path) -> None:
 
     splits = dm.splits()
     assert len(splits) == 10
-    res = LogRegEvaluator(weight_decay=[1e-2, 1e-4]).evaluate(
+    res = LogRegProbe(weight_decay=[1e-2, 1e-4]).evaluate(
         z, y, splits[0].train, splits[0].val, splits[0].test
     )
     assert 0.0 <= res["test_acc"] <= 1.0
-    probes = {"logreg": LogRegEvaluator(weight_decay=[1e-1, 1e-2, 1e-3])}
+    probes = {"logreg": LogRegProbe(weight_decay=[1e-1, 1e-2, 1e-3])}
     out = run_probes(z, y, splits, probes)
     assert out["probe/logreg/num_splits"] == 10.0
     assert 0.5 <= out["probe/logreg/test_acc"] <= 1.0 and out["probe/logreg/test_acc_std"] >= 0
@@ -141,17 +141,17 @@ def test_graph_training_is_deterministic(tmp_path: Path) -> None:
 
 def test_probes_follow_the_task_they_declare() -> None:
     from graphssl.evaluation import Evaluation
-    from graphssl.evaluation.knn import KNNEvaluator
-    from graphssl.evaluation.linear_probe import LogRegEvaluator
+    from graphssl.evaluation.knn_probe import KNNProbe
+    from graphssl.evaluation.logreg_probe import LogRegProbe
 
-    configured = {"logreg": LogRegEvaluator(max_iter=7), "knn": KNNEvaluator(k=3), "off": None}
+    configured = {"logreg": LogRegProbe(max_iter=7), "knn": KNNProbe(k=3), "off": None}
     evaluation = Evaluation(probes=configured)
     classification = evaluation.probes_for("classification")
     assert set(classification) == {"logreg", "knn"}
     assert classification["logreg"] is not configured["logreg"]  # a fresh, unfitted copy
     assert classification["logreg"].max_iter == 7 and classification["knn"].k == 3
     reg = evaluation.probes_for("regression")
-    assert list(reg) == ["ridge"] and type(reg["ridge"]).__name__ == "RidgeEvaluator"
+    assert list(reg) == ["ridge"] and type(reg["ridge"]).__name__ == "RidgeProbe"
     multi = evaluation.probes_for("multilabel")
     assert list(multi) == ["logreg"] and multi["logreg"].multilabel
     assert multi["logreg"].max_iter == 7 and not configured["logreg"].multilabel

@@ -13,7 +13,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
 from graphssl.evaluation.extraction import extract_embeddings
-from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation.logreg_probe import LogRegProbe
 from graphssl.methods.image import ImageSSLMethod
 from graphssl.tasks.components import build_datamodule, build_method, resolve_config
 from graphssl.training.trainer import Trainer
@@ -97,9 +97,7 @@ def test_method_trains_and_loss_falls(model: str) -> None:
         assert z.shape == (dm.data.num_nodes, dim)
     assert torch.isfinite(z).all()
     split = dm.splits()[0]
-    res = LogRegEvaluator(weight_decay=[1e-2, 1e-4]).evaluate(
-        z, y, split.train, split.val, split.test
-    )
+    res = LogRegProbe(weight_decay=[1e-2, 1e-4]).evaluate(z, y, split.train, split.val, split.test)
     assert 0.0 <= res["test_acc"] <= 1.0
 
 

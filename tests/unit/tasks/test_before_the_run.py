@@ -15,8 +15,8 @@ from mlflow.tracking import MlflowClient
 from graphssl.data.node import KarateClubDataModule
 from graphssl.data.paths import DatasetNotFoundError
 from graphssl.evaluation import Evaluation
-from graphssl.evaluation.knn import KNNEvaluator
-from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation.knn_probe import KNNProbe
+from graphssl.evaluation.logreg_probe import LogRegProbe
 from graphssl.tasks.train import train
 from graphssl.tasks.validate import ConfigError
 
@@ -73,7 +73,7 @@ def test_knn_k_is_capped_at_the_training_split(caplog: pytest.LogCaptureFixture)
     n_train = int(dm.splits()[0].train.numel())
     assert n_train == 17
     evaluation = Evaluation(
-        probes={"knn": KNNEvaluator(k=20), "small": KNNEvaluator(k=5), "lr": LogRegEvaluator()}
+        probes={"knn": KNNProbe(k=20), "small": KNNProbe(k=5), "lr": LogRegProbe()}
     )
     with caplog.at_level(logging.WARNING, logger="graphssl.evaluation.evaluator"):
         evaluation.check(dm)
@@ -82,7 +82,7 @@ def test_knn_k_is_capped_at_the_training_split(caplog: pytest.LogCaptureFixture)
     assert line.startswith("eval.probes.knn.k=20 is larger than the training split of ")
     assert "(17 rows)" in line and "uses k=17" in line
     # a row cap the probe applies is part of what it is fitted on
-    capped = Evaluation(probes={"knn": KNNEvaluator(k=20, max_rows=8)})
+    capped = Evaluation(probes={"knn": KNNProbe(k=20, max_rows=8)})
     capped.check(dm)
     assert capped.probes["knn"].k == 8
     z = torch.randn(int(dm.data.num_nodes), 4)

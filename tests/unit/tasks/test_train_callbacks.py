@@ -47,7 +47,7 @@ def test_off_by_default_and_on_from_the_eval_keys(tmp_path: Path) -> None:
     assert set(by_name) == {"selection", "monitor", "checkpoint"} and len(callbacks) == 3
     sel, mon = by_name["selection"], by_name["monitor"]
     assert isinstance(sel, SelectionCallback) and isinstance(mon, DiagnosticsCallback)
-    assert sel.selection.every == 2 and type(sel.selection.probe).__name__ == "KNNEvaluator"
+    assert sel.selection.every == 2 and type(sel.selection.probe).__name__ == "KNNProbe"
     assert mon.monitor.every == 3 and mon.monitor.thresholds.stable_rank == 1.03
 
 

@@ -28,7 +28,7 @@ from graphssl.data.images import (
 from graphssl.data.paths import DatasetNotFoundError
 from graphssl.evaluation import Evaluation
 from graphssl.evaluation.extraction import extract_embeddings
-from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation.logreg_probe import LogRegProbe
 from graphssl.methods.losses import dino_loss, simclr_nt_xent
 from graphssl.models.vision import TimmEncoder
 from graphssl.tasks.components import build_datamodule, build_method, resolve_config
@@ -89,9 +89,7 @@ def test_method_trains_extracts_and_probes(model: str) -> None:
     assert z.shape == (len(dm), method.backbone.out_channels) == (256, 96)
     assert y is not None and torch.equal(y, dm.labels) and torch.isfinite(z).all()
     split = dm.splits()[0]
-    res = LogRegEvaluator(weight_decay=[1e-2, 1e-4]).evaluate(
-        z, y, split.train, split.val, split.test
-    )
+    res = LogRegProbe(weight_decay=[1e-2, 1e-4]).evaluate(z, y, split.train, split.val, split.test)
     assert 0.2 < res["test_acc"] <= 1.0  # 10 classes: well above chance even after 12 steps
 
     for name, enc in method.encoders().items():  # every named sub-encoder extracts [N, D]

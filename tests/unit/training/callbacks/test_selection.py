@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from graphssl.data.base import Split
-from graphssl.evaluation.knn import KNNEvaluator
+from graphssl.evaluation.knn_probe import KNNProbe
 from graphssl.training.callbacks.selection import ProbeSelection
 from graphssl.training.checkpoint import load_checkpoint, save_checkpoint
 
@@ -48,7 +48,7 @@ def embed(model: nn.Module) -> Tensor:
 
 def selection(**kwargs: Any) -> ProbeSelection:
     kwargs.setdefault("every", 1)
-    return ProbeSelection(embed, KNNEvaluator(k=5), labels(), [split()], **kwargs)
+    return ProbeSelection(embed, KNNProbe(k=5), labels(), [split()], **kwargs)
 
 
 def play(sel: ProbeSelection, model: Blend, signals: list[float]) -> list[float]:
@@ -138,8 +138,8 @@ def test_measuring_leaves_the_global_generators_alone() -> None:
 
 def test_several_splits_average_their_validation_scores() -> None:
     s1, s2 = split(), Split(train=split().val, val=split().train, test=split().test)
-    sel = ProbeSelection(embed, KNNEvaluator(k=5), labels(), [s1, s2], every=1)
-    one = [ProbeSelection(embed, KNNEvaluator(k=5), labels(), [s], every=1) for s in (s1, s2)]
+    sel = ProbeSelection(embed, KNNProbe(k=5), labels(), [s1, s2], every=1)
+    one = [ProbeSelection(embed, KNNProbe(k=5), labels(), [s], every=1) for s in (s1, s2)]
     model = Blend()
     with torch.no_grad():
         model.signal.fill_(0.7)
@@ -154,11 +154,11 @@ def test_k_folds_warn_that_the_choice_sees_every_label(caplog) -> None:
         for k in range(4)
     ]
     with caplog.at_level("WARNING", logger="graphssl.training.callbacks.selection"):
-        ProbeSelection(embed, KNNEvaluator(k=5), labels(), folds, every=1)
+        ProbeSelection(embed, KNNProbe(k=5), labels(), folds, every=1)
     assert "k-fold test accuracy is optimistic" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="graphssl.training.callbacks.selection"):
-        ProbeSelection(embed, KNNEvaluator(k=5), labels(), [split(), split()], every=1)
+        ProbeSelection(embed, KNNProbe(k=5), labels(), [split(), split()], every=1)
     assert caplog.text == ""  # the same split twice: no test row is fitted on
 
 

@@ -11,7 +11,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from graphssl.evaluation.extraction import extract_embeddings
-from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation.logreg_probe import LogRegProbe
 from graphssl.tasks.components import build_datamodule, build_method, resolve_config
 from graphssl.training.callbacks.selection import CHECKPOINT_KEY, ProbeSelection, SelectionCallback
 from graphssl.training.checkpoint import load_checkpoint
@@ -60,7 +60,7 @@ def make_callback(dm: Any, every: int = 1, **kwargs: Any) -> SelectionCallback:
 
     sel = ProbeSelection(
         embed,
-        LogRegEvaluator(weight_decay=0.0, max_iter=200),
+        LogRegProbe(weight_decay=0.0, max_iter=200),
         dm.labels,
         dm.splits(),
         every=every,
