@@ -51,6 +51,7 @@ __all__ = [
     "leaderboard_metrics",
     "method_label",
     "published_figures",
+    "sources",
     "stat",
     "table",
     "variance_split",
@@ -526,8 +527,22 @@ def _flag(row: LeaderboardRow, limit: int = 3) -> str:
     return f"⚠ differ: {names}{more}"
 
 
+def sources(board: Leaderboard) -> list[str]:
+    """The sources of the published figures the table shows, in order of first appearance
+    (a figure's cell refers to its source as ``[i]``, 1-based)."""
+    out: list[str] = []
+    for r in board.rows:
+        for p in board.probes:
+            fig = r.cells[p].published
+            if fig is not None and fig.source not in out:
+                out.append(fig.source)
+    return out
+
+
 def table(board: Leaderboard, scale: float = 100.0, digits: int = 1) -> list[list[str]]:
-    """The leaderboard as display cells (header first): probe figures times ``scale``."""
+    """The leaderboard as display cells (header first): probe figures times ``scale``; a
+    published figure names its source by its number in :func:`sources`."""
+    refs = {src: i + 1 for i, src in enumerate(sources(board))}
     head = ["method", "dataset"] + (["variant"] if board.variant_by else []) + ["seeds"]
     for p in board.probes:
         head += [f"{p} {board.metric}", f"{p} untrained", f"{p} gain", f"{p} published"]
@@ -545,7 +560,7 @@ def table(board: Leaderboard, scale: float = 100.0, digits: int = 1) -> list[lis
             if c.published is not None:
                 diff = c.difference
                 d = f" ({diff * scale:+.{digits}f})" if math.isfinite(diff) else ""
-                pub = f"{c.published.value * scale:.{digits}f}{d} [{c.published.source}]"
+                pub = f"{c.published.value * scale:.{digits}f}{d} [{refs[c.published.source]}]"
             line += [value, _pm(c.baseline, scale, digits), _pm(c.gain, scale, digits, True), pub]
         line += [
             _epochs(r),
@@ -608,6 +623,9 @@ def leaderboard_markdown(board: Leaderboard, scale: float = 100.0, digits: int =
         _md(table(board, scale, digits)),
         "",
     ]
+    refs = sources(board)
+    if refs:
+        md += ["Published: " + "; ".join(f"[{i + 1}] {src}" for i, src in enumerate(refs)), ""]
     flagged = [r for r in board.rows if r.differs]
     if flagged:
         md += ["⚠: the row's runs differ in more than their seeds:", ""]
@@ -640,6 +658,13 @@ def _html(board: Leaderboard, scale: float, digits: int) -> str:
         f"seeds ({board.n_runs} runs)</h1>",
         render(table(board, scale, digits)),
     ]
+    refs = sources(board)
+    if refs:
+        parts += [
+            "<p>Published: "
+            + "; ".join(f"[{i + 1}] {html.escape(src)}" for i, src in enumerate(refs))
+            + "</p>"
+        ]
     splits = _split_table(board)
     if len(splits) > 1:
         parts += ["<h2>Variance split</h2>", render(splits)]

@@ -5,8 +5,9 @@ downloads each one's ``embeddings.pt`` and returns them as
 :class:`~graphssl.evaluation.emir.compare.Embedder` records, with the ``.pt`` files given by path
 after them; :func:`compare_experiment` is the experiment a compare run goes to.
 :func:`select_report_runs` is the selection of a report, with the error a user can act on when it
-is empty; :func:`select_leaderboard_runs` that of a leaderboard (also by run ids). :func:`newest_sweep_parent`, :func:`newest_named_run` and :func:`zoo_members` find
-the runs of the EMIR studies (a model zoo trained as a sweep, the members a comparison read).
+is empty; :func:`select_leaderboard_runs` that of a leaderboard (also by run ids).
+:func:`newest_sweep_parent`, :func:`newest_named_run` and :func:`zoo_members` find the runs of
+the EMIR studies (a model zoo trained as a sweep, the members a comparison read).
 """
 
 from __future__ import annotations

@@ -188,7 +188,9 @@ def test_leaderboard_from_a_store_matches_its_runs(
 
     printed = capsys.readouterr().out
     assert "| dgi | Cora | 3 | 75.0 ± 1.0 | 70.0 ± 1.0 | +5.0 ± 0.0 | — |" in printed
-    assert "| 81.0 ± 1.0 | 71.3 ± 1.5 | +9.7 ± 1.5 | 82.3 (-1.3) [GraphMAE" in printed
+    assert "| 81.0 ± 1.0 | 71.3 ± 1.5 | +9.7 ± 1.5 | 82.3 (-1.3) [1] |" in printed
+    assert "71.2 (-3.2) [1] |" in printed  # the same source, one footnote
+    assert "Published: [1] GraphMAE (Hou et al., KDD 2022), Table 1" in printed
     assert "300 | 12 | 1.50 |" in printed and "100 (sel. 75)" in printed
     assert "⚠ differ: model.optimizer.lr" in printed
 
