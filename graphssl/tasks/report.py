@@ -44,7 +44,7 @@ from graphssl.tracking.store import TrackingStore
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PUBLISHED_FILE", "run_leaderboard", "run_report"]
+__all__ = ["PUBLISHED_FILE", "load_published", "run_leaderboard", "run_report"]
 
 #: the published figures a leaderboard shows unless ``leaderboard.published_file`` names others
 PUBLISHED_FILE = Path(__file__).resolve().parents[2] / "conf" / "published.yaml"
@@ -124,14 +124,15 @@ def run_report(cfg: DictConfig) -> Report | Leaderboard:
     return report
 
 
-def _published(cfg: DictConfig) -> list[Published]:
-    """The published figures of ``leaderboard.published_file`` (default :data:`PUBLISHED_FILE`).
+def load_published(path: str | Path | None = None) -> list[Published]:
+    """The published figures of the YAML file ``path`` (default :data:`PUBLISHED_FILE`): a
+    mapping with a ``figures`` list and an optional ``scale``.
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: it is not a mapping with a ``figures`` list, or an entry is malformed.
+        ValueError: it is not such a mapping, or an entry is malformed.
     """
-    path = Path(str(cfg.leaderboard.get("published_file") or PUBLISHED_FILE))
+    path = Path(path or PUBLISHED_FILE)
     if not path.is_file():
         raise FileNotFoundError(
             f"leaderboard.published_file={str(path)!r} does not exist; expected a YAML file "
@@ -178,7 +179,7 @@ def run_leaderboard(cfg: DictConfig) -> Leaderboard:
         method_key=str(lb.method_key),
         dataset_key=str(lb.dataset_key),
         variant_by=[str(k) for k in lb.get("variant_by") or []],
-        published=_published(cfg),
+        published=load_published(lb.get("published_file")),
         same_except=[str(p) for p in lb.get("same_except") or []],
         decompose=bool(lb.get("decompose")),
         factors={str(k): str(v) for k, v in (lb.get("factors") or {}).items()},
