@@ -18,6 +18,7 @@ from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
+from graphssl.cli import _run_task
 from graphssl.evaluation.leaderboard import (
     Leaderboard,
     leaderboard,
@@ -230,13 +231,17 @@ def test_a_filter_narrows_the_rows_and_variants_split_them(
 
 
 def test_no_matching_runs_is_one_clear_error_and_no_report_run(
-    store: tuple[Path, MlflowClient, str], tmp_path: Path
+    store: tuple[Path, MlflowClient, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     outputs, client, exp_id = store
     flt = "params.`model._target_` = 'nothing'"
-    with pytest.raises(ValueError, match="no runs match the leaderboard's selection") as err:
-        run_report(_cfg(outputs, tmp_path / "out", "kind=leaderboard", f'filter="{flt}"'))
-    assert flt in str(err.value)
+    cfg = _cfg(outputs, tmp_path / "out", "kind=leaderboard", f'filter="{flt}"')
+    with pytest.raises(SystemExit) as exit_info:  # what graphssl-report does with the error
+        _run_task("graphssl-report", run_report, cfg)
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("graphssl-report: error: ValueError: no runs match the leaderboard's")
+    assert flt in err and "Traceback" not in err
     with pytest.raises(ValueError, match="none of the 6 selected runs logged"):
         run_report(_cfg(outputs, tmp_path / "out", "kind=leaderboard", "leaderboard.metric=val_f1"))
     with pytest.raises(ValueError, match="kind='leader' is not a report kind"):
