@@ -580,7 +580,7 @@ def _split_table(board: Leaderboard) -> list[list[str]]:
         for c in r.cells.values():
             if c.split is not None:
                 factors += [f for f in c.split.components if f not in factors]
-    head = ["method", "dataset", "probe", "n", "std", *factors, "residual", "notes"]
+    head = ["method", "dataset", "probe", "n", "std (ddof=0)", *factors, "residual", "notes"]
     out = [head]
     for r in board.rows:
         for p in board.probes:

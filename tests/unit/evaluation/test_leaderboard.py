@@ -230,6 +230,21 @@ def test_a_filter_narrows_the_rows_and_variants_split_them(
     assert board.probes == ["logreg"]
 
 
+def test_a_sweep_parent_gets_the_leaderboard_of_its_children(
+    store: tuple[Path, MlflowClient, str], tmp_path: Path
+) -> None:
+    outputs, client, exp_id = store
+    (parent,) = client.search_runs([exp_id], filter_string="tags.`graphssl.role` = 'sweep'")
+    pid = parent.info.run_id
+    board = run_report(_cfg(outputs, tmp_path / "out", "kind=leaderboard", f"parent_run_id={pid}"))
+    assert [(r.method, len(r.run_ids)) for r in board.rows] == [("dgi", 3), ("grace", 2)]
+    files = {a.path for a in client.list_artifacts(pid, "leaderboard")}
+    assert "leaderboard/leaderboard.html" in files and "leaderboard/leaderboard.csv" in files
+    metrics = client.get_run(pid).data.metrics
+    assert metrics["leaderboard/logreg/grace/CiteSeer"] == pytest.approx(0.68)
+    assert _report_runs(client, exp_id) == []  # the parent holds it: no report run
+
+
 def test_no_matching_runs_is_one_clear_error_and_no_report_run(
     store: tuple[Path, MlflowClient, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -366,4 +381,9 @@ def test_the_documented_leaderboard_command_runs(
     outputs, client, exp_id = store
     board = run_report(_cfg(outputs, tmp_path / "out", *overrides))
     assert isinstance(board, Leaderboard) and len(board.rows) == 2
+    # decompose=true: the generated runs draw every seed from `seed`, one confounded component
+    split = board.row("dgi", "cora").cells["knn"].split
+    assert split is not None and list(split.components) == ["pretraining = split = probe"]
+    assert split.share("pretraining = split = probe") == pytest.approx(1.0)
+    assert board.row("grace", "citeseer").cells["logreg"].split is None  # 2 runs
     assert len(_report_runs(client, exp_id)) == 1
