@@ -232,7 +232,8 @@ def variance_split(values: Sequence[float], factors: Mapping[str, Sequence[Any]]
         if len(levels) != n:
             raise ValueError(f"factor {name!r} gives {len(levels)} levels for {n} values")
         if any(v is None for v in levels):
-            notes.append(f"{name}: not carried by every run")
+            some = any(v is not None for v in levels)
+            notes.append(f"{name}: not carried by {'every run' if some else 'the runs'}")
             continue
         part = _partition(levels)
         if len(set(part)) < 2:
@@ -241,9 +242,14 @@ def variance_split(values: Sequence[float], factors: Mapping[str, Sequence[Any]]
         same = next((k for k, p in used.items() if p == part), None)
         if same is not None:  # confounded: one component for both
             used[f"{same} = {name}"] = used.pop(same)
-            notes.append(f"{same} and {name} are confounded (their levels split the runs alike)")
             continue
         used[name] = part
+    notes += [
+        f"{', '.join(name.split(' = '))} are confounded (their levels split the runs alike): "
+        "one component"
+        for name in used
+        if " = " in name
+    ]
     components: dict[str, float] = {}
     for name, part in used.items():
         idx = np.asarray(part)
