@@ -28,6 +28,14 @@ they stay empty (the untrained embeddings are not stored). DeepWalk/node2vec hav
 The last column is the default probe's validation accuracy, the figure presets are tuned on
 (with ``--first-seed 0``; seeds 5–9 report the tuned presets and choose nothing).
 
+The figures of the table (mean ± std over seeds, untrained baseline, gain, published figure
+and difference, epochs) are computed by the leaderboard
+(:func:`graphssl.evaluation.leaderboard.leaderboard`, what ``graphssl-report kind=leaderboard``
+shows) from the runs' metrics; this script runs the presets and lays the table out. With
+``--store DIR`` the same runs can be ranked from the store later::
+
+    graphssl-report kind=leaderboard experiment_name=quality-benchmark paths.outputs_dir=DIR
+
 Usage::
 
     python benchmarks/quality.py --methods cca_ssg graphmae --datasets cora citeseer --seeds 5
@@ -66,37 +74,21 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
+    from graphssl.evaluation.leaderboard import Leaderboard, Stat
+
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 
-#: Published test accuracy in %: the GraphMAE paper, Table 1 (node level, public splits), and the
-#: InfoGraph / GraphCL papers (graph level, 10-fold cross-validation).
-PUBLISHED: dict[tuple[str, str], float] = {
-    ("dgi", "cora"): 82.3,
-    ("dgi", "citeseer"): 71.8,
-    ("grace", "cora"): 81.9,
-    ("grace", "citeseer"): 71.2,
-    ("bgrl", "cora"): 82.7,
-    ("bgrl", "citeseer"): 71.1,
-    ("cca_ssg", "cora"): 84.0,
-    ("cca_ssg", "citeseer"): 73.1,
-    ("graphmae", "cora"): 84.2,
-    ("graphmae", "citeseer"): 73.4,
-    # graph level, 10-fold cross-validation (InfoGraph, ICLR 2020; GraphCL, NeurIPS 2020)
-    ("infograph", "mutag"): 89.0,
-    ("infograph", "proteins"): 74.4,
-    ("infograph", "nci1"): 76.2,
-    ("graphcl", "mutag"): 86.8,
-    ("graphcl", "proteins"): 74.4,
-    ("graphcl", "nci1"): 77.9,
-}
+#: The published figures (method, dataset, probe, metric, value, source) are those of
+#: ``conf/published.yaml``, which the leaderboard reads: the GraphMAE paper, Table 1 (node level,
+#: public splits), and the InfoGraph / GraphCL papers (graph level, 10-fold cross-validation).
 
 METRIC = "probe/logreg/test_acc"
 #: what a preset is tuned on (seeds 0–4): the default probe's validation accuracy
@@ -195,6 +187,8 @@ class Result:
     baseline: float = math.nan
     gain: float = math.nan
     val: float = math.nan
+    #: every metric of the run (what the leaderboard reads), ``train/epochs`` the epochs above
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 def compose_run(
@@ -237,6 +231,7 @@ def result_of(
         baseline=100.0 * float(metrics.get(BASELINE_METRIC, math.nan)),
         gain=100.0 * float(metrics.get(GAIN_METRIC, math.nan)),
         val=100.0 * float(metrics.get(VAL_METRIC, math.nan)),
+        metrics={**metrics, "train/epochs": float(metrics.get("train/epochs", epochs))},
     )
 
 
@@ -360,6 +355,82 @@ def fmt(values: list[float]) -> str:
     return f"{mean:.1f} ± {std:.1f}"
 
 
+def fmt_stat(s: Stat) -> str:
+    """A leaderboard :class:`~graphssl.evaluation.leaderboard.Stat` of accuracies as :func:`fmt`
+    prints them: ``mean ± std`` in % (``± 0.0`` for one seed), "—" without values."""
+    if s.n == 0:
+        return "—"
+    return f"{100.0 * s.mean:.1f} ± {100.0 * s.std if s.n > 1 else 0.0:.1f}"
+
+
+def boards(rows: list[tuple[str, str, list[Result]]]) -> tuple[Leaderboard, Leaderboard | None]:
+    """The leaderboards of the runs' test and validation accuracies, one row per (method,
+    dataset), beside the published figures of ``conf/published.yaml`` (``None`` for the
+    validation accuracies when no run logged one)."""
+    from graphssl.evaluation.leaderboard import leaderboard
+    from graphssl.tasks.report import load_published
+    from graphssl.tracking.artifacts import RunRecord
+
+    records = [
+        RunRecord(
+            run_id=f"{method}-{dataset}-{i}",
+            run_name=f"{method}-{dataset}-{i}",
+            experiment_id="",
+            status="FINISHED",
+            params={"method": method, "dataset": dataset, "seed": str(i)},
+            metrics=r.metrics,
+        )
+        for method, dataset, results in rows
+        for i, r in enumerate(results)
+    ]
+    probes = sorted({"logreg", "logreg_spec"} | {r.papers_probe for _, _, rs in rows for r in rs})
+    keys = {"probes": probes, "method_key": "params.method", "dataset_key": "params.dataset"}
+    test = leaderboard(records, metric="test_acc", published=load_published(), **keys)
+    try:
+        val = leaderboard(records, metric="val_acc", **keys)
+    except ValueError:  # no run logged a validation accuracy
+        return test, None
+    return test, val
+
+
+def print_table(rows: list[tuple[str, str, list[Result]]]) -> None:
+    """The Markdown table of ``rows`` (method, dataset, the runs' results): the leaderboard's
+    figures laid out as BENCHMARKS.md's method quality table, with the narrower grid, the
+    papers' probe and the seconds per run (training and evaluation) beside them."""
+    test, val = boards(rows)
+    val_rows = {(r.method, r.dataset): r for r in (val.rows if val is not None else [])}
+    print(
+        "| method | dataset | epochs | seeds | ours (test acc %) | ours, λ grid 0.1 … 0 "
+        "| published | difference | papers' probe (which) | s / run | untrained | gain "
+        "| ours (val acc %) |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for method, dataset, results in rows:
+        row = test.row(method, dataset)
+        ours = row.cells["logreg"]
+        pub = "—" if ours.published is None else f"{100.0 * ours.published.value:.1f}"
+        diff = "—" if math.isnan(ours.difference) else f"{100.0 * ours.difference:+.1f}"
+        trained = f"{row.epochs.mean:.0f}"
+        if row.selected_epoch.n:
+            trained += f" (sel. {row.selected_epoch.mean:.0f})"
+        which = sorted({r.papers_probe for r in results})
+        papers = (
+            fmt_stat(row.cells[which[0]].value)
+            if len(which) == 1
+            else fmt([r.papers for r in results])
+        )
+        sec = statistics.fmean(r.seconds for r in results)
+        found = val_rows.get((method, dataset))
+        ours_val = "—" if found is None else fmt_stat(found.cells["logreg"].value)
+        print(
+            f"| {method} | {dataset} | {trained} | {len(results)} | {fmt_stat(ours.value)} "
+            f"| {fmt_stat(row.cells['logreg_spec'].value)} | {pub} | {diff} "
+            f"| {papers} ({', '.join(which)}) | {sec:.0f} "
+            f"| {fmt_stat(ours.baseline)} | {fmt_stat(ours.gain)} "
+            f"| {ours_val} |"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -472,33 +543,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 rows.append((method, dataset, results))
 
-    print(
-        "| method | dataset | epochs | seeds | ours (test acc %) | ours, λ grid 0.1 … 0 "
-        "| published | difference | papers' probe (which) | s / run | untrained | gain "
-        "| ours (val acc %) |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for method, dataset, results in rows:
-        accs = [r.ours for r in results]
-        published = PUBLISHED.get((method, dataset))
-        diff = (
-            f"{statistics.fmean(accs) - published:+.1f}" if published is not None and accs else "—"
-        )
-        pub = f"{published:.1f}" if published is not None else "—"
-        trained = str(results[-1].epochs)
-        selected = [r.selected for r in results if math.isfinite(r.selected)]
-        if selected:
-            trained += f" (sel. {statistics.fmean(selected):.0f})"
-        sec = statistics.fmean(r.seconds for r in results)
-        print(
-            f"| {method} | {dataset} | {trained} | {len(accs)} | {fmt(accs)} "
-            f"| {fmt([r.spec for r in results])} | {pub} | {diff} "
-            f"| {fmt([r.papers for r in results])} "
-            f"({', '.join(sorted({r.papers_probe for r in results}))}) | {sec:.0f} "
-            f"| {fmt([r.baseline for r in results])} "
-            f"| {fmt([r.gain for r in results])} "
-            f"| {fmt([r.val for r in results])} |"
-        )
+    print_table(rows)
     return 0 if all(math.isfinite(r.ours) for _, _, rs in rows for r in rs) else 1
 
 

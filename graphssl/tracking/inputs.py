@@ -5,8 +5,9 @@ downloads each one's ``embeddings.pt`` and returns them as
 :class:`~graphssl.evaluation.emir.compare.Embedder` records, with the ``.pt`` files given by path
 after them; :func:`compare_experiment` is the experiment a compare run goes to.
 :func:`select_report_runs` is the selection of a report, with the error a user can act on when it
-is empty. :func:`newest_sweep_parent`, :func:`newest_named_run` and :func:`zoo_members` find
-the runs of the EMIR studies (a model zoo trained as a sweep, the members a comparison read).
+is empty; :func:`select_leaderboard_runs` that of a leaderboard (also by run ids).
+:func:`newest_sweep_parent`, :func:`newest_named_run` and :func:`zoo_members` find the runs of
+the EMIR studies (a model zoo trained as a sweep, the members a comparison read).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "load_embedders",
     "newest_named_run",
     "newest_sweep_parent",
+    "select_leaderboard_runs",
     "select_report_runs",
     "unique_names",
     "zoo_members",
@@ -146,6 +148,50 @@ def select_report_runs(
         raise ValueError(
             f"no runs selected (experiment_name={experiment_name!r}, "
             f"parent_run_id={parent_run_id!r}, filter={filter_string!r}) in {store.tracking_uri}"
+        )
+    return runs
+
+
+def select_leaderboard_runs(
+    store: TrackingStore,
+    *,
+    experiment_name: str | None,
+    parent_run_id: str | None = None,
+    run_ids: Sequence[str] = (),
+    filter_string: str | None = None,
+    statuses: Sequence[str] = ("FINISHED",),
+) -> list[RunRecord]:
+    """The runs a leaderboard ranks: an experiment's, a sweep parent's children, or the runs
+    ``run_ids``, narrowed by ``filter_string``; summary runs (sweep parents, reports) are never
+    among them.
+
+    Raises:
+        ValueError: no run matches, or the experiment, parent or a run id is unknown (the
+            message names the selection and the store).
+    """
+    if run_ids and filter_string:
+        raise ValueError(
+            f"filter={filter_string!r} applies to an experiment or a sweep parent; with "
+            f"run_ids={list(run_ids)!r} give no filter"
+        )
+    if run_ids:
+        experiment_name = parent_run_id = None
+    try:
+        runs = artifacts.select_runs(
+            store,
+            experiment=experiment_name,
+            parent_run_id=parent_run_id,
+            run_ids=list(run_ids),
+            filter_string=filter_string,
+            statuses=tuple(statuses),
+        )
+    except LookupError as err:
+        raise ValueError(str(err).strip("'\"")) from None
+    if not runs:
+        raise ValueError(
+            f"no runs match the leaderboard's selection (experiment_name={experiment_name!r}, "
+            f"parent_run_id={parent_run_id!r}, filter={filter_string!r}, statuses="
+            f"{list(statuses)}) in {store.tracking_uri}; expected finished training runs"
         )
     return runs
 
