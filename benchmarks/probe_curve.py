@@ -6,8 +6,8 @@ validation and test accuracy of the run's configured probes (``eval.probes``: ``
 ``knn`` by default, plus any a preset adds, e.g. GRACE's cross-validated ``grace``; with
 ``--adam``, also the papers' ``AdamLinearProbe``). Seeded as ``graphssl`` seeds a run, so
 the last line equals the run's ``probe/*`` when the run does not select its weights
-(``eval.select``; this script ignores it and shows the whole curve). STUDIES.md §7 uses it to
-choose epoch counts on validation accuracy (BGRL, GRACE) and to follow GraphMAE's two
+(``callbacks.selection``; this script ignores it and shows the whole curve). STUDIES.md §7
+uses it to choose epoch counts on validation accuracy (BGRL, GRACE) and to follow GraphMAE's two
 initialisations.
 
 Usage::

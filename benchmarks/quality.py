@@ -44,9 +44,9 @@ Usage::
 ``--epochs-scale`` multiplies every run's ``trainer.epochs`` (rounded, at least 1) for quick
 runs; the table shows the epochs actually trained (``train/epochs``: one for the
 gradient-free DeepWalk/node2vec fit) and, for runs that select their weights on a validation
-probe (``eval.select.every``), the mean selected epoch. ``--override`` appends Hydra overrides
-to every run, e.g. ``--override trainer.epochs=400 eval.select.every=25``. Real data comes
-from ``$GRAPHSSL_DATA_DIR`` (default: ``../shared/data`` beside the repository).
+probe (``callbacks.selection.every``), the mean selected epoch. ``--override`` appends Hydra
+overrides to every run, e.g. ``--override trainer.epochs=400 callbacks.selection.every=25``.
+Real data comes from ``$GRAPHSSL_DATA_DIR`` (default: ``../shared/data`` beside the repository).
 
 ``--store DIR`` keeps the runs in ``DIR`` (an MLflow store, browsable with ``graphssl-ui
 --outputs DIR``, with each run's embeddings as its ``embeddings.pt`` artifact) instead of a
@@ -55,7 +55,7 @@ temporary folder. ``--reprobe`` then trains nothing: it runs the evaluate task
 same (method, dataset, seed) runs under the probes configured now, so a probe change costs
 seconds instead of a retraining (the table's s / run is then the probes' time), and logs
 nothing. It uses the newest stored run whose training config is the one composed now: the
-probes (but not the one ``eval.select`` chooses the weights with), diagnostics, figures and
+probes (but not the one ``callbacks.selection`` chooses the weights with), diagnostics, figures and
 logging may differ, nothing else::
 
     python benchmarks/quality.py --methods bgrl --datasets citeseer --store outputs/quality
@@ -171,7 +171,7 @@ def overrides_for(
 @dataclass
 class Result:
     """One run: test accuracy (%) of the probes, epochs trained, the selected epoch (1-based;
-    NaN without ``eval.select``), the narrower-grid probe's selected weight decay and
+    NaN without ``callbacks.selection``), the narrower-grid probe's selected weight decay and
     validation accuracy, the untrained baseline's test accuracy and the gain (NaN without a
     baseline), and seconds."""
 
@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=[],
         metavar="KEY=VALUE",
-        help="Hydra overrides appended to every run (e.g. eval.select.every=25)",
+        help="Hydra overrides appended to every run (e.g. callbacks.selection.every=25)",
     )
     parser.add_argument(
         "--store",

@@ -42,9 +42,9 @@ def build_callbacks(
 
     Each entry is instantiated from its ``_target_``; a partial (``_partial_: true``) is then
     called with the run-time objects its signature names: ``embed`` (the extraction of
-    ``evaluation``, default: the one ``cfg.eval`` builds), ``sink``, ``probe`` (the probe
-    ``eval.select.probe`` names), ``labels``, ``splits`` and ``checkpoint_path`` (the run's
-    checkpoint file). A config that builds no
+    ``evaluation``, default: the one ``cfg.eval`` builds), ``sink``, ``probe`` (a fresh copy of
+    the probe of ``eval.probes`` the entry's own ``probe`` key names), ``labels``, ``splits`` and
+    ``checkpoint_path`` (the run's checkpoint file). A config that builds no
     :class:`~graphssl.training.callbacks.checkpoint.ModelCheckpoint` (its callbacks have no
     ``checkpoint`` entry, e.g. a stored config being rerun) gets one named ``checkpoint``
     writing ``checkpoint_path`` every ``trainer.checkpoint_every`` epochs, when a path is given:
@@ -61,23 +61,24 @@ def build_callbacks(
     def embed(model: torch.nn.Module) -> torch.Tensor:
         return ev.extract(model, dm, device)[0]
 
-    def probe() -> Any:
-        sel = cfg.eval.get("select") or {}
-        name = str(sel.get("probe", "logreg"))
+    def probe(entry: str, chosen: Any) -> Any:
+        # the entry names one of eval.probes (a stored config from before the callbacks'
+        # settings moved to conf/callbacks names it in eval.select.probe)
+        legacy = (cfg.eval.get("select") or {}).get("probe", "logreg")
+        name = str(chosen if isinstance(chosen, str) else legacy)
         probes = ev.probes_for(str(getattr(dm, "task", "classification")))
         if name not in probes:
             raise ValueError(
-                f"eval.select.probe={name!r} is not among the configured probes "
+                f"callbacks.{entry}.probe={name!r} is not among the configured probes "
                 f"{sorted(probes)}; expected the name of one of eval.probes"
             )
         return probes[name]
 
-    def labels() -> torch.Tensor:
+    def labels(entry: str, node: Any) -> torch.Tensor:
         if dm.labels is None:
             raise ValueError(
-                f"eval.select.every={cfg.eval.select.get('every')} selects on a probe's "
-                f"validation score, but dataset {dm.name!r} has no labels; set "
-                f"eval.select.every=null"
+                f"callbacks.{entry}.every={node.get('every')} selects on a probe's validation "
+                f"score, but dataset {dm.name!r} has no labels; set callbacks.{entry}.every=null"
             )
         return dm.labels
 
@@ -92,8 +93,6 @@ def build_callbacks(
     runtime: dict[str, Callable[[], Any]] = {
         "embed": lambda: embed,
         "sink": lambda: sink,
-        "probe": probe,
-        "labels": labels,
         "splits": dm.splits,
         "checkpoint_path": run_checkpoint_path,
     }
@@ -105,7 +104,13 @@ def build_callbacks(
         obj = instantiate(node)
         if not isinstance(obj, Callback) and callable(obj):
             wanted = inspect.signature(obj).parameters
-            obj = obj(**{k: make() for k, make in runtime.items() if k in wanted})
+            kwargs = {k: make() for k, make in runtime.items() if k in wanted}
+            if "labels" in wanted:
+                kwargs["labels"] = labels(str(name), node)
+            if "probe" in wanted:
+                chosen = getattr(obj, "keywords", {}).get("probe")
+                kwargs["probe"] = probe(str(name), chosen)
+            obj = obj(**kwargs)
         if not isinstance(obj, Callback):
             raise TypeError(
                 f"callbacks.{name} must build a graphssl trainer Callback, got "

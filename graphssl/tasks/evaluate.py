@@ -10,8 +10,8 @@ dataset's), :class:`EvaluationRefused` says why in one paragraph.
 
 Stored embeddings answer a new eval config only when they came from the same training: the
 re-probe rule (:func:`training_config`, :func:`stored_run_of`) compares every resolved key
-except the probes (but not the one ``eval.select`` chooses the weights with, which shapes the
-embeddings), the diagnostics, figures, logging and paths (:data:`REPROBE_FREE`).
+except the probes (but not the one ``callbacks.selection`` chooses the weights with, which
+shapes the embeddings), the diagnostics, figures, logging and paths (:data:`REPROBE_FREE`).
 """
 
 from __future__ import annotations
@@ -57,12 +57,10 @@ ROLE = "evaluate"
 _RECOMPUTED = ("probe/", "diag/")
 
 #: Keys that do not change a run's embeddings besides ``eval.probes.*`` (all of it but the
-#: probe that ``eval.select`` chooses the weights with), ``eval.diagnostics.*``, ``logger.*``
-#: and ``paths.*``: what a re-probe may differ in from the stored run.
+#: probe that ``callbacks.selection`` chooses the weights with), ``eval.diagnostics.*``,
+#: ``logger.*`` and ``paths.*``: what a re-probe may differ in from the stored run.
 REPROBE_FREE = (
     "eval.figures",
-    "eval.diag_every",
-    "eval.diag_subset",
     "resume",
     "fail_fast",
     "optimized_metric",
@@ -73,8 +71,9 @@ REPROBE_FREE = (
 )
 _FREE_PREFIXES = (
     "eval.diagnostics.",
-    "eval.collapse.",
-    "callbacks.monitor.",  # the diagnostics during training (eval.diag_every, ...)
+    "eval.collapse.",  # the same settings in configs stored before they moved to callbacks.*
+    "eval.diag_",
+    "callbacks.monitor.",  # the diagnostics during training
     "callbacks.checkpoint",  # when checkpoints are written (trainer.checkpoint_every)
     "logger.",
     "paths.",
@@ -153,9 +152,11 @@ def select(store: TrackingStore, cfg: DictConfig) -> list[RunRecord]:
 def training_config(cfg: DictConfig) -> dict[str, object]:
     """The resolved keys of a training config that decide its run's embeddings: all but
     :data:`REPROBE_FREE`, the diagnostics, logging, paths and the probes — except the one
-    ``eval.select`` picks the weights with, which shapes the embeddings."""
+    ``callbacks.selection`` picks the weights with, which shapes the embeddings."""
     resolved = resolve_config(cfg)
-    chooser = resolved.eval.get("select") or {}
+    chooser = (
+        (resolved.get("callbacks") or {}).get("selection") or resolved.eval.get("select") or {}
+    )
     kept = (
         f"eval.probes.{chooser.get('probe', 'logreg')}."
         if chooser.get("every") is not None
@@ -206,8 +207,8 @@ def stored_run_of(
         f"none of the {len(candidates)} stored runs {candidates[0].run_name!r} was trained under "
         f"the config composed now; the newest, {candidates[0].run_id}, differs in {len(newest)} "
         f"keys ({', '.join(newest[:8])}); its embeddings may be probed again under other "
-        f"probes (but not the one eval.select chooses weights with), diagnostics, figures and "
-        f"logging only"
+        f"probes (but not the one callbacks.selection chooses weights with), diagnostics, "
+        f"figures and logging only"
     )
 
 

@@ -32,10 +32,10 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "trainer.batch_size": (1, 2**31 - 1),
     "trainer.patience": (1, 10**7),
     "trainer.checkpoint_every": (1, 10**7),
-    "eval.diag_every": (1, 10**7),
-    "eval.diag_subset": (1, 2**31 - 1),
-    "eval.select.every": (1, 10**7),
-    "eval.select.patience": (1, 10**7),
+    "callbacks.monitor.every": (1, 10**7),
+    "callbacks.monitor.subset": (1, 2**31 - 1),
+    "callbacks.selection.every": (1, 10**7),
+    "callbacks.selection.patience": (1, 10**7),
     "eval.extraction.chunk_size": (1, 2**63 - 1),
 }
 INT64 = (-(2**63), 2**63 - 1)

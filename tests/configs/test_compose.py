@@ -103,9 +103,12 @@ def test_experiment_composes(experiment: str) -> None:
     cfg = resolve_config(compose_with(f"experiment={experiment}"))
     assert OmegaConf.select(cfg, "model._target_")
     instantiate(cfg.dataset)
-    if cfg.eval.select.every is not None:  # a preset selecting weights names a probe it has
-        assert cfg.eval.select.probe in cfg.eval.probes, (experiment, cfg.eval.select.probe)
-        assert hasattr(instantiate(cfg.eval.probes[cfg.eval.select.probe]), "evaluate")
+    if cfg.callbacks.selection.every is not None:  # a preset selecting weights names a probe it has
+        assert cfg.callbacks.selection.probe in cfg.eval.probes, (
+            experiment,
+            cfg.callbacks.selection.probe,
+        )
+        assert hasattr(instantiate(cfg.eval.probes[cfg.callbacks.selection.probe]), "evaluate")
 
 
 @pytest.mark.parametrize("eval_option", options("eval"))
@@ -133,11 +136,15 @@ def test_readme_overrides_compose() -> None:
         compose_with(
             "experiment=grace_citeseer",
             "trainer.epochs=400",
-            "eval.select.every=25",
-            "eval.select.patience=4",
+            "callbacks.selection.every=25",
+            "callbacks.selection.patience=4",
         )
     )
-    assert (cfg.eval.select.every, cfg.eval.select.patience, cfg.trainer.epochs) == (25, 4, 400)
+    assert (
+        cfg.callbacks.selection.every,
+        cfg.callbacks.selection.patience,
+        cfg.trainer.epochs,
+    ) == (25, 4, 400)
 
 
 def test_trainer_logger_paths() -> None:

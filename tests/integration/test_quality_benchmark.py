@@ -131,7 +131,7 @@ def test_reprobe_takes_the_stored_run_of_the_same_training(
         )
         assert table_row(capsys.readouterr().out)[2:9] == row[2:9]
 
-    selecting = ["--override", "eval.select.every=2"]
+    selecting = ["--override", "callbacks.selection.every=2"]
     assert (
         quality.main([*one_seed, "--epochs-scale", "0.01", "--store", str(store), *selecting]) == 0
     )

@@ -102,8 +102,10 @@ def test_empty_split(graphssl_cmd, cli_env, outputs_dir) -> None:
 
 
 def test_selection_on_an_unconfigured_probe(graphssl_cmd, cli_env, outputs_dir) -> None:
-    res = cli(graphssl_cmd, cli_env, *FAST, "eval.select.every=1", "eval.select.probe=svm")
-    assert_clean_failure(res, outputs_dir, "eval.select.probe='svm'", "['knn', 'logreg']")
+    res = cli(
+        graphssl_cmd, cli_env, *FAST, "callbacks.selection.every=1", "callbacks.selection.probe=svm"
+    )
+    assert_clean_failure(res, outputs_dir, "callbacks.selection.probe='svm'", "['knn', 'logreg']")
 
 
 def test_unwritable_output_folder(graphssl_cmd, cli_env, tmp_path) -> None:

@@ -81,7 +81,7 @@ def select_subset(num_rows: int, size: int | None, seed: int) -> Tensor:
     if num_rows < 0:
         raise ValueError(f"num_rows must be >= 0, got {num_rows}")
     if size is not None and size < 1:
-        raise ValueError(f"eval.diag_subset must be >= 1 or null, got {size}")
+        raise ValueError(f"callbacks.monitor.subset must be >= 1 or null, got {size}")
     if size is None or size >= num_rows:
         return torch.arange(num_rows)
     gen = torch.Generator().manual_seed(int(seed))
@@ -170,9 +170,9 @@ class DiagnosticsMonitor:
         reference: bool = False,
     ) -> None:
         if every is not None and every < 1:
-            raise ValueError(f"eval.diag_every must be >= 1 or null, got {every}")
+            raise ValueError(f"callbacks.monitor.every must be >= 1 or null, got {every}")
         if subset is not None and subset < 1:
-            raise ValueError(f"eval.diag_subset must be >= 1 or null, got {subset}")
+            raise ValueError(f"callbacks.monitor.subset must be >= 1 or null, got {subset}")
         self.embed = embed
         self.diagnose = diagnose
         self.every = every
@@ -273,7 +273,7 @@ def diagnostics_monitor(
 ) -> DiagnosticsCallback:
     """The ``monitor`` entry of ``conf/callbacks/``: a :class:`DiagnosticsCallback` on a new
     :class:`DiagnosticsMonitor` (arguments as there; ``thresholds`` may be a mapping of
-    :class:`CollapseThresholds` fields, as ``eval.collapse``)."""
+    :class:`CollapseThresholds` fields, as ``callbacks.monitor.thresholds``)."""
     if thresholds is not None and not isinstance(thresholds, CollapseThresholds):
         thresholds = CollapseThresholds(**{str(k): v for k, v in dict(thresholds).items()})
     monitor = DiagnosticsMonitor(

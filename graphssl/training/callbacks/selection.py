@@ -1,4 +1,5 @@
-"""Model selection on a probe's validation score, measured during training (``eval.select``).
+"""Model selection on a probe's validation score, measured during training
+(``callbacks.selection``).
 
 Self-supervised objectives do not say when a representation is best: BGRL's CiteSeer embeddings
 peak after ~25 epochs and then degrade, while GRACE on Cora keeps improving past its paper's 200
@@ -113,16 +114,18 @@ class ProbeSelection:
         min_delta: float = 0.0,
     ) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"eval.select.every must be a positive integer or null, got {every!r}")
+            raise ValueError(
+                f"callbacks.selection.every must be a positive integer or null, got {every!r}"
+            )
         if patience is not None and (isinstance(patience, bool) or patience < 1):
-            raise ValueError(f"eval.select.patience must be >= 1 or null, got {patience!r}")
+            raise ValueError(f"callbacks.selection.patience must be >= 1 or null, got {patience!r}")
         if mode not in ("max", "min"):
-            raise ValueError(f"eval.select.mode must be 'max' or 'min', got {mode!r}")
+            raise ValueError(f"callbacks.selection.mode must be 'max' or 'min', got {mode!r}")
         if not min_delta >= 0:
-            raise ValueError(f"eval.select.min_delta must be >= 0, got {min_delta!r}")
+            raise ValueError(f"callbacks.selection.min_delta must be >= 0, got {min_delta!r}")
         if not metric.startswith("val_"):
             raise ValueError(
-                f"eval.select.metric must be a validation metric of the probe (val_*), got "
+                f"callbacks.selection.metric must be a validation metric of the probe (val_*), got "
                 f"{metric!r}: selecting on anything else leaks the test split or the training fit"
             )
         self.embed = embed
@@ -131,9 +134,10 @@ class ProbeSelection:
         self.splits = list(splits)
         if len(self.splits) > 1 and shares_test_rows(self.splits):
             log.warning(
-                "eval.select on %d splits whose test rows are other splits' train/val rows (k "
-                "folds): the epoch chosen for all of them depends on every label, so the k-fold "
-                "test accuracy is optimistic; use a fixed trainer.epochs for an unbiased estimate",
+                "callbacks.selection on %d splits whose test rows are other splits' train/val "
+                "rows (k folds): the epoch chosen for all of them depends on every label, so the "
+                "k-fold test accuracy is optimistic; use a fixed trainer.epochs for an unbiased "
+                "estimate",
                 len(self.splits),
             )
         self.every = every
@@ -169,7 +173,7 @@ class ProbeSelection:
         if any(self.metric not in r for r in results):
             got = sorted(k for k, v in results[0].items() if isinstance(v, (int, float, bool)))
             raise ValueError(
-                f"eval.select.metric={self.metric!r} is not among the probe's outputs {got}"
+                f"callbacks.selection.metric={self.metric!r} is not among the probe's outputs {got}"
             )
         return float(np.mean([float(r[self.metric]) for r in results]))
 

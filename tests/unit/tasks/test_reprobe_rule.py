@@ -51,10 +51,10 @@ def test_a_training_key_and_the_selection_probe_are_not_free() -> None:
     assert config_differences(base, changed) == [
         f"model.optimizer.lr: {base['model.optimizer.lr']!r} -> 0.5"
     ]
-    # the probe eval.select picks the weights with shapes the embeddings: it is kept
-    selecting = training_config(_train_cfg("eval.select.every=2"))
+    # the probe callbacks.selection picks the weights with shapes the embeddings: it is kept
+    selecting = training_config(_train_cfg("callbacks.selection.every=2"))
     other = training_config(
-        _train_cfg("eval.select.every=2", "eval.probes.logreg.weight_decay=[1.0]")
+        _train_cfg("callbacks.selection.every=2", "eval.probes.logreg.weight_decay=[1.0]")
     )
     assert any(k.startswith("eval.probes.logreg.") for k in selecting)
     assert any("eval.probes.logreg.weight_decay" in d for d in config_differences(selecting, other))

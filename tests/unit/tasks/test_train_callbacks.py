@@ -42,7 +42,9 @@ def test_off_by_default_and_on_from_the_eval_keys(tmp_path: Path) -> None:
     callbacks, by_name = build_callbacks(cfg, dm, Sink(), checkpoint_path=tmp_path / "last.pt")
     assert set(by_name) == {"checkpoint"} and callbacks == [by_name["checkpoint"]]
 
-    cfg = _cfg("eval.select.every=2", "eval.select.probe=knn", "eval.diag_every=3")
+    cfg = _cfg(
+        "callbacks.selection.every=2", "callbacks.selection.probe=knn", "callbacks.monitor.every=3"
+    )
     callbacks, by_name = build_callbacks(cfg, build_datamodule(cfg), Sink(), tmp_path / "last.pt")
     assert set(by_name) == {"selection", "monitor", "checkpoint"} and len(callbacks) == 3
     sel, mon = by_name["selection"], by_name["monitor"]
@@ -52,7 +54,8 @@ def test_off_by_default_and_on_from_the_eval_keys(tmp_path: Path) -> None:
 
 
 def test_callbacks_none_turns_them_off_but_keeps_checkpoints(tmp_path: Path) -> None:
-    cfg = _cfg("callbacks=none", "eval.select.every=2", "eval.diag_every=3")
+    cfg = _cfg("callbacks=none")
+    assert "selection" not in cfg.callbacks and "monitor" not in cfg.callbacks
     _, by_name = build_callbacks(cfg, build_datamodule(cfg), Sink(), tmp_path / "last.pt")
     assert set(by_name) == {"checkpoint"}
 
@@ -88,7 +91,7 @@ def test_the_checkpoint_entry_null_absent_or_without_a_path(tmp_path: Path) -> N
 
 def test_the_monitor_uses_the_runs_configured_extraction(monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = _cfg(
-        "eval.diag_every=1",
+        "callbacks.monitor.every=1",
         "eval.extraction.mini_batch=true",
         "eval.extraction.num_neighbors=[2,2]",
         "eval.extraction.encoder_source=encoder",
@@ -118,6 +121,8 @@ def test_the_monitor_uses_the_runs_configured_extraction(monkeypatch: pytest.Mon
 
 
 def test_selection_on_a_probe_that_is_not_configured() -> None:
-    cfg = _cfg("eval.select.every=1", "eval.select.probe=svm")
-    with pytest.raises(ValueError, match=r"eval.select.probe='svm' is not among the configured"):
+    cfg = _cfg("callbacks.selection.every=1", "callbacks.selection.probe=svm")
+    with pytest.raises(
+        ValueError, match=r"callbacks.selection.probe='svm' is not among the configured"
+    ):
         build_callbacks(cfg, build_datamodule(cfg), Sink(), Path("last.pt"))

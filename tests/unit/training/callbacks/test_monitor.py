@@ -50,7 +50,7 @@ def test_select_subset_is_seeded_sorted_and_capped() -> None:
     assert not torch.equal(a, select_subset(1000, 100, seed=4))
     assert torch.equal(select_subset(50, 100, seed=0), torch.arange(50))
     assert torch.equal(select_subset(50, None, seed=0), torch.arange(50))
-    with pytest.raises(ValueError, match="diag_subset"):
+    with pytest.raises(ValueError, match=r"callbacks\.monitor\.subset"):
         select_subset(10, 0, seed=0)
 
 

@@ -165,11 +165,11 @@ def test_k_folds_warn_that_the_choice_sees_every_label(caplog) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"every": 0}, "eval.select.every must be a positive integer or null, got 0"),
-        ({"every": True}, "eval.select.every must be a positive integer or null, got True"),
-        ({"patience": 0}, "eval.select.patience must be >= 1 or null, got 0"),
-        ({"mode": "best"}, "eval.select.mode must be 'max' or 'min', got 'best'"),
-        ({"min_delta": -0.1}, "eval.select.min_delta must be >= 0, got -0.1"),
+        ({"every": 0}, "callbacks.selection.every must be a positive integer or null, got 0"),
+        ({"every": True}, "callbacks.selection.every must be a positive integer or null, got True"),
+        ({"patience": 0}, "callbacks.selection.patience must be >= 1 or null, got 0"),
+        ({"mode": "best"}, "callbacks.selection.mode must be 'max' or 'min', got 'best'"),
+        ({"min_delta": -0.1}, "callbacks.selection.min_delta must be >= 0, got -0.1"),
         ({"metric": "test_acc"}, "leaks the test split"),
     ],
 )
