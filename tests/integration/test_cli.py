@@ -1,4 +1,6 @@
-"""The CLI end to end in subprocesses: help, typos, missing data, a real run, a 2×2 multirun."""
+"""The CLI end to end: help, a user error as one paragraph, a real run and a 2×2 multirun in
+subprocesses (the CLI smoke tests); typos, missing data and model selection with the train
+task in-process (the ``tasks`` fixture)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,6 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-
-pytestmark = pytest.mark.integration
 
 
 def run_cli(
@@ -30,6 +30,7 @@ def all_runs(outputs: Path):
     return client, client.search_runs([exp.experiment_id], max_results=1000)
 
 
+@pytest.mark.integration
 def test_help_lists_config_groups(graphssl_cmd, cli_env) -> None:
     res = run_cli(graphssl_cmd, cli_env, "--help", timeout=120)
     assert res.returncode == 0, res.stderr
@@ -46,38 +47,46 @@ def test_help_lists_config_groups(graphssl_cmd, cli_env) -> None:
     assert "cora" in res.stdout and "dgi" in res.stdout and "grace" in res.stdout
 
 
-def test_typo_in_override_lists_options(graphssl_cmd, cli_env) -> None:
-    res = run_cli(graphssl_cmd, cli_env, "model=dgii", timeout=120)
-    assert res.returncode != 0
-    assert "Could not find 'model/dgii'" in res.stderr
-    assert "Available options in 'model'" in res.stderr
-    assert "grace" in res.stderr
+def test_typo_in_override_lists_options(tasks) -> None:
+    from hydra.errors import MissingConfigException
+
+    with pytest.raises(MissingConfigException) as info:
+        tasks.compose("train", "model=dgii")
+    assert "Could not find 'model/dgii'" in str(info.value)
+    assert "Available options in 'model'" in str(info.value)
+    assert "grace" in str(info.value)
 
 
-def test_missing_data_folder_fails_fast(graphssl_cmd, cli_env, tmp_path, outputs_dir) -> None:
-    env = dict(cli_env, GRAPHSSL_DATA_DIR=str(tmp_path / "nowhere"))
+def test_missing_data_folder_fails_fast(tasks, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("GRAPHSSL_DATA_DIR", str(tmp_path / "nowhere"))
     # the tests run with downloads off (GRAPHSSL_DOWNLOAD=false), so the run fails before any
     # request; a download that fails or stalls is tested against a local server in
     # tests/unit/data/test_downloads.py
-    res = run_cli(graphssl_cmd, env, "trainer.epochs=1", timeout=300)
-    assert res.returncode != 0
-    assert "dataset 'Cora'" in res.stderr
-    assert str(tmp_path / "nowhere" / "Planetoid") in res.stderr
-    assert "ind.cora.x" in res.stderr
-    assert "does not download data when downloads are off" in res.stderr, res.stderr[-2000:]
-    _, runs = all_runs(outputs_dir)
-    assert [r.info.status for r in runs] == ["FAILED"]
-    assert "DatasetNotFoundError" in runs[0].data.tags["error"]
+    with pytest.raises(Exception, match="dataset 'Cora'") as info:
+        tasks.train("trainer.epochs=1")
+    text = str(info.value)
+    assert type(info.value).__name__ == "DatasetNotFoundError"
+    assert str(tmp_path / "nowhere" / "Planetoid") in text
+    assert "ind.cora.x" in text
+    assert "does not download data when downloads are off" in text, text[-2000:]
+    (run,) = tasks.runs()
+    assert run.info.status == "FAILED"
+    assert "DatasetNotFoundError" in run.data.tags["error"]
 
 
-def test_failed_run_is_marked_failed(graphssl_cmd, cli_env, outputs_dir) -> None:
+@pytest.mark.integration
+def test_failed_run_is_one_paragraph_and_marked_failed(graphssl_cmd, cli_env, outputs_dir) -> None:
+    """The CLI reports a bad value without a traceback, and the run is marked FAILED."""
     res = run_cli(graphssl_cmd, cli_env, "dataset=sbm", "trainer.epochs=-3", timeout=120)
     assert res.returncode != 0
     assert "trainer.epochs must be >= 0, got -3" in res.stderr
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]
     _, runs = all_runs(outputs_dir)
     assert [r.info.status for r in runs] == ["FAILED"]
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_run_on_cora_logs_everything(graphssl_cmd, cli_env, outputs_dir, data_dir) -> None:
     res = run_cli(graphssl_cmd, cli_env, "trainer.epochs=3")
     assert res.returncode == 0, res.stderr[-3000:]
@@ -105,6 +114,7 @@ def test_run_on_cora_logs_everything(graphssl_cmd, cli_env, outputs_dir, data_di
     assert 0.0 < metrics["probe/logreg/test_acc"] <= 1.0
     tags = run.data.tags
     assert tags["graphssl.overrides"] == "trainer.epochs=3"
+    assert tags["mlflow.note.content"] == "`graphssl trainer.epochs=3`"
     assert tags["version.torch"].startswith("2.14.1")
     assert "git.commit" in tags
     # the chosen weight decay is a configuration value: a tag, not a one-point metric
@@ -115,10 +125,8 @@ def test_run_on_cora_logs_everything(graphssl_cmd, cli_env, outputs_dir, data_di
     assert ".hydra/overrides.yaml" in hydra_files
 
 
-def test_selection_on_the_validation_probe(graphssl_cmd, cli_env, outputs_dir) -> None:
-    res = run_cli(
-        graphssl_cmd,
-        cli_env,
+def test_selection_on_the_validation_probe(tasks, capsys) -> None:
+    tasks.train(
         "dataset=sbm",
         "model=grace",
         "trainer.epochs=6",
@@ -126,10 +134,10 @@ def test_selection_on_the_validation_probe(graphssl_cmd, cli_env, outputs_dir) -
         "eval.figures=false",
         "logger.log_embeddings=false",
     )
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "select/best_epoch" in res.stdout  # the summary table
-    client, runs = all_runs(outputs_dir)
-    (run,) = runs
+    printed = capsys.readouterr().out
+    assert "select/best_epoch" in printed  # the summary table
+    client = tasks.client()
+    (run,) = tasks.runs()
     assert run.info.status == "FINISHED"
     assert run.data.params["eval.select.every"] == "2"
     history = client.get_metric_history(run.info.run_id, "select/val_acc")
@@ -148,9 +156,11 @@ def test_selection_on_the_validation_probe(graphssl_cmd, cli_env, outputs_dir) -
         )
         assert f"probe/{p}/baseline_val_acc" in metrics
     assert "diag_baseline/rankme" in metrics and "diag_baseline/mean_cosine" in metrics
-    assert "probe/logreg/gain" in res.stdout and "probe/logreg/baseline_test_acc" in res.stdout
+    assert "probe/logreg/gain" in printed and "probe/logreg/baseline_test_acc" in printed
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_multirun_two_by_two(graphssl_cmd, cli_env, outputs_dir, data_dir) -> None:
     res = run_cli(
         graphssl_cmd,
