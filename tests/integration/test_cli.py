@@ -31,6 +31,7 @@ def all_runs(outputs: Path):
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_help_lists_config_groups(graphssl_cmd, cli_env) -> None:
     res = run_cli(graphssl_cmd, cli_env, "--help", timeout=120)
     assert res.returncode == 0, res.stderr
@@ -75,6 +76,7 @@ def test_missing_data_folder_fails_fast(tasks, tmp_path, monkeypatch) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_failed_run_is_one_paragraph_and_marked_failed(graphssl_cmd, cli_env, outputs_dir) -> None:
     """The CLI reports a bad value without a traceback, and the run is marked FAILED."""
     res = run_cli(graphssl_cmd, cli_env, "dataset=sbm", "trainer.epochs=-3", timeout=120)

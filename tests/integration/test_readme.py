@@ -25,8 +25,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 README = Path(__file__).resolve().parents[2] / "README.md"
 SCRIPTS = {
     "graphssl": "main",
@@ -92,6 +90,8 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
     )
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.parametrize(("line", "lang", "body"), BLOCKS, ids=[f"L{b[0]}" for b in BLOCKS])
 def test_quick_block_runs_as_shown(
     line: int, lang: str, body: str, shim_env: dict[str, str], data_dir: Path, tmp_path: Path

@@ -62,6 +62,7 @@ def processed_file(cache: Path, data_dir: Path) -> Path:
     return cache / f"Planetoid-{digest}" / "Planetoid" / "Cora" / "processed" / "data.pt"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fraction", [0.0, 0.5], ids=["empty", "truncated"])
 def test_kill_while_pyg_writes_processed_data(
     fraction, tasks, cli_env, outputs_dir, data_dir
