@@ -1,6 +1,7 @@
-"""The CLI end to end: help, a user error as one paragraph, a real run and a 2×2 multirun in
-subprocesses (the CLI smoke tests); typos, missing data and model selection with the train
-task in-process (the ``tasks`` fixture)."""
+"""The CLI end to end: help, a user error without a traceback, a real run (and Hydra's
+``--experimental-rerun`` of it) and a 2×2 multirun in subprocesses (the CLI smoke tests);
+typos, missing data and model selection with the train task in-process (the ``tasks``
+fixture)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,20 @@ def client_for(outputs: Path) -> MlflowClient:
     return MlflowClient(tracking_uri=f"sqlite:///{outputs / 'mlflow.db'}")
 
 
-def all_runs(outputs: Path):
+def all_runs(outputs: Path, order_by: list[str] | None = None):
     client = client_for(outputs)
     exp = client.get_experiment_by_name("graphssl")
     assert exp is not None, "the experiment 'graphssl' was not created"
-    return client, client.search_runs([exp.experiment_id], max_results=1000)
+    return client, client.search_runs([exp.experiment_id], max_results=1000, order_by=order_by)
+
+
+def measured(run) -> dict[str, float]:
+    """A run's metrics less the measurements of the machine (timings, memory)."""
+    return {
+        k: v
+        for k, v in run.data.metrics.items()
+        if not k.startswith(("time/", "mem/")) and not k.endswith("_seconds")
+    }
 
 
 @pytest.mark.integration
@@ -125,6 +135,14 @@ def test_run_on_cora_logs_everything(graphssl_cmd, cli_env, outputs_dir, data_di
     assert {"config.yaml", ".hydra", "embeddings.pt", "figures"} <= artifacts
     hydra_files = {a.path for a in client.list_artifacts(run.info.run_id, ".hydra")}
     assert ".hydra/overrides.yaml" in hydra_files
+
+    # Hydra's own rerun of the run folder: the same run again, the same metrics exactly
+    pickle = Path(tags["graphssl.output_dir"]) / ".hydra" / "config.pickle"
+    res = run_cli(graphssl_cmd, cli_env, "--experimental-rerun", str(pickle))
+    assert res.returncode == 0, res.stderr[-3000:]
+    _, (first, again) = all_runs(outputs_dir, order_by=["attributes.start_time ASC"])
+    assert first.info.run_id == run.info.run_id and again.info.status == "FINISHED"
+    assert measured(again) == measured(run)
 
 
 def test_selection_on_the_validation_probe(tasks, capsys) -> None:

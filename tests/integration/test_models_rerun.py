@@ -4,8 +4,8 @@ One run on the SBM graph logs ``model/``; then ``rerun=<id>`` repeats it with th
 bit for bit, and ``from_run=<id>`` / ``ckpt_path=<weights.pt>`` with ``trainer.epochs=0``
 evaluate its weights, again with the same probe results; ``load_method(<id>)`` rebuilds the
 method from the store alone. These run the train task in-process (the ``tasks`` fixture).
-Hydra's ``--experimental-rerun`` of a run folder and the refusal of ``rerun=`` with other
-overrides need the command line and run as ``graphssl`` processes.
+The refusal of ``rerun=`` with other overrides needs a command line and runs a ``graphssl``
+process; Hydra's ``--experimental-rerun`` of a run folder is tested by test_cli's plain run.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from mlflow.tracking import MlflowClient
 
 ARGS = (
     "dataset=sbm",
@@ -23,21 +22,6 @@ ARGS = (
     "eval.figures=false",
     "logger.log_embeddings=false",
 )
-
-
-def run(cmd: list[str], env: dict[str, str], cwd: Path, *args: str) -> None:
-    res = subprocess.run(
-        [*cmd, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=600
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-
-
-def runs_by_start(outputs: Path) -> tuple[MlflowClient, list]:
-    client = MlflowClient(tracking_uri=f"sqlite:///{outputs / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("graphssl")
-    assert exp is not None
-    found = client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
-    return client, found
 
 
 def measured(r) -> dict[str, float]:
@@ -93,22 +77,6 @@ def test_model_logged_rerun_and_from_run(tasks, tmp_path) -> None:
         assert "train/epochs" not in evaluated.data.metrics
         for key in ("probe/logreg/test_acc", "probe/knn/test_acc", "diag/rankme"):
             assert evaluated.data.metrics[key] == first.data.metrics[key], key
-
-
-@pytest.mark.integration
-@pytest.mark.slow
-def test_hydra_experimental_rerun_repeats_a_run(
-    graphssl_cmd, cli_env, outputs_dir, tmp_path
-) -> None:
-    """Hydra's own rerun of a run folder's ``.hydra/config.pickle``: the same metrics."""
-    run(graphssl_cmd, cli_env, tmp_path, *ARGS)
-    _, (first,) = runs_by_start(outputs_dir)
-    assert first.data.tags["mlflow.note.content"] == "`graphssl " + " ".join(ARGS) + "`"
-    pickle = Path(first.data.tags["graphssl.output_dir"]) / ".hydra" / "config.pickle"
-    run(graphssl_cmd, cli_env, tmp_path, "--experimental-rerun", str(pickle))
-    _, (_, hydra_again) = runs_by_start(outputs_dir)
-    assert hydra_again.info.status == "FINISHED"
-    assert measured(hydra_again) == measured(first)
 
 
 def test_from_run_of_unknown_run_fails_clearly(tasks) -> None:
