@@ -41,11 +41,11 @@ install: $(STAMP)
 run: install
 	$(BIN)/graphssl $(ARGS)
 
-## test: the whole offline test suite
+## test: the whole offline test suite (docs/testing.md: the layers, and what stays a process)
 test: install
 	$(BIN)/python -m pytest $(ARGS)
 
-## test-fast: skip tests marked slow
+## test-fast: skip tests marked slow (every graphssl process and the long trainings)
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
 

@@ -1,8 +1,15 @@
-"""Shared fixtures: where the real datasets are, and a pre-migrated MLflow store.
+"""Shared fixtures: where the real datasets are, a pre-migrated MLflow store, and the tasks run
+in-process on the real config.
 
 Real data comes from ``$GRAPHSSL_DATA_DIR`` or ``../shared/data`` beside the repository; tests
 that need it skip with a clear reason when neither exists. A fresh SQLite MLflow store costs
 7–9 s of schema migration, so one is migrated per session and copied per test.
+
+``tasks`` (an :class:`InProcess`) composes ``conf/`` with Hydra's compose API, as the
+``graphssl*`` commands do, and calls the task functions (``train(cfg)``, ``evaluate(cfg)``, ...)
+in the test's process against ``outputs_dir``: no interpreter start, no imports again. Tests
+start a ``graphssl`` process (``cli_env`` + ``graphssl_cmd``) only where the process is what
+they test: signals, kills, ports, launchers, servers and the CLI's own output (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -10,11 +17,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "conf"
 
 # The suite never touches the network: configs (and CLI subprocesses, which inherit the
 # environment) see paths.download=false unless a test turns it on against a local server.
@@ -82,3 +92,86 @@ def cli_env(outputs_dir: Path) -> dict[str, str]:
 @pytest.fixture
 def graphssl_cmd() -> list[str]:
     return [sys.executable, "-m", "graphssl"]
+
+
+def compose_config(config_name: str, *overrides: str) -> Any:
+    """``conf/<config_name>.yaml`` composed with ``overrides``, as the command line would."""
+    from hydra import compose, initialize_config_dir
+
+    import graphssl.cli  # noqa: F401  (installs the config-file checks the commands have)
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name=config_name, overrides=list(overrides))
+
+
+class InProcess:
+    """The graphssl tasks called in this process on the composed real config.
+
+    The environment is the one ``cli_env`` gives a subprocess (``GRAPHSSL_OUTPUTS``, the data
+    folder, no ``MLFLOW_TRACKING_URI``), so ``paths`` and the store resolve as they would for
+    ``graphssl <overrides>``. Hydra's runtime is not initialised: no run folder, no
+    ``.hydra/`` artifact and no ``graphssl.overrides`` tag (the CLI smoke tests check those).
+    """
+
+    def __init__(self, outputs: Path) -> None:
+        self.outputs = outputs
+
+    def compose(self, config_name: str, *overrides: str) -> Any:
+        return compose_config(config_name, *overrides)
+
+    def train(self, *overrides: str) -> dict[str, float]:
+        from graphssl.tasks.train import train
+
+        return train(self.compose("train", *overrides))
+
+    def rerun(self, run_id: str) -> dict[str, float]:
+        from graphssl.tasks.rerun import rerun
+
+        return rerun(self.compose("train", f"rerun={run_id}"))
+
+    def evaluate(self, *overrides: str) -> Any:
+        from graphssl.tasks.evaluate import evaluate
+
+        return evaluate(self.compose("evaluate", *overrides))
+
+    def stability(self, *overrides: str) -> Any:
+        from graphssl.tasks.stability import run_stability
+
+        return run_stability(self.compose("stability", *overrides))
+
+    def client(self, db: Path | None = None) -> Any:
+        """An MLflow client on ``db`` (default: the outputs folder's ``mlflow.db``)."""
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(tracking_uri=f"sqlite:///{db or self.outputs / 'mlflow.db'}")
+
+    def runs(self, experiment: str = "graphssl", db: Path | None = None) -> list[Any]:
+        """The runs of ``experiment`` in ``db``, oldest first ([] without the experiment)."""
+        client = self.client(db)
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            return []
+        order = ["attributes.start_time ASC"]
+        return list(client.search_runs([exp.experiment_id], max_results=1000, order_by=order))
+
+    def statuses(self, experiment: str = "graphssl", db: Path | None = None) -> list[str]:
+        return [r.info.status for r in self.runs(experiment, db)]
+
+
+@pytest.fixture
+def tasks(outputs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InProcess]:
+    """The tasks in-process against ``outputs_dir`` (one torch thread, restored after)."""
+    import torch
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    monkeypatch.setenv("GRAPHSSL_OUTPUTS", str(outputs_dir))
+    found = shared_data_dir()
+    if found is not None:
+        monkeypatch.setenv("GRAPHSSL_DATA_DIR", str(found))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield InProcess(outputs_dir)
+    finally:
+        torch.set_num_threads(threads)

@@ -1,4 +1,7 @@
-"""The CLI end to end in subprocesses: help, typos, missing data, a real run, a 2×2 multirun."""
+"""The CLI end to end: help, a user error without a traceback, a real run (and Hydra's
+``--experimental-rerun`` of it) and a 2×2 multirun in subprocesses (the CLI smoke tests);
+typos, missing data and model selection with the train task in-process (the ``tasks``
+fixture)."""
 
 from __future__ import annotations
 
@@ -7,8 +10,6 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-
-pytestmark = pytest.mark.integration
 
 
 def run_cli(
@@ -23,13 +24,24 @@ def client_for(outputs: Path) -> MlflowClient:
     return MlflowClient(tracking_uri=f"sqlite:///{outputs / 'mlflow.db'}")
 
 
-def all_runs(outputs: Path):
+def all_runs(outputs: Path, order_by: list[str] | None = None):
     client = client_for(outputs)
     exp = client.get_experiment_by_name("graphssl")
     assert exp is not None, "the experiment 'graphssl' was not created"
-    return client, client.search_runs([exp.experiment_id], max_results=1000)
+    return client, client.search_runs([exp.experiment_id], max_results=1000, order_by=order_by)
 
 
+def measured(run) -> dict[str, float]:
+    """A run's metrics less the measurements of the machine (timings, memory)."""
+    return {
+        k: v
+        for k, v in run.data.metrics.items()
+        if not k.startswith(("time/", "mem/")) and not k.endswith("_seconds")
+    }
+
+
+@pytest.mark.integration
+@pytest.mark.slow
 def test_help_lists_config_groups(graphssl_cmd, cli_env) -> None:
     res = run_cli(graphssl_cmd, cli_env, "--help", timeout=120)
     assert res.returncode == 0, res.stderr
@@ -46,29 +58,34 @@ def test_help_lists_config_groups(graphssl_cmd, cli_env) -> None:
     assert "cora" in res.stdout and "dgi" in res.stdout and "grace" in res.stdout
 
 
-def test_typo_in_override_lists_options(graphssl_cmd, cli_env) -> None:
-    res = run_cli(graphssl_cmd, cli_env, "model=dgii", timeout=120)
-    assert res.returncode != 0
-    assert "Could not find 'model/dgii'" in res.stderr
-    assert "Available options in 'model'" in res.stderr
-    assert "grace" in res.stderr
+def test_typo_in_override_lists_options(tasks) -> None:
+    from hydra.errors import MissingConfigException
+
+    with pytest.raises(MissingConfigException) as info:
+        tasks.compose("train", "model=dgii")
+    assert "Could not find 'model/dgii'" in str(info.value)
+    assert "Available options in 'model'" in str(info.value)
+    assert "grace" in str(info.value)
 
 
-def test_missing_data_folder_fails_fast(graphssl_cmd, cli_env, tmp_path, outputs_dir) -> None:
-    env = dict(cli_env, GRAPHSSL_DATA_DIR=str(tmp_path / "nowhere"))
+def test_missing_data_folder_fails_fast(tasks, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("GRAPHSSL_DATA_DIR", str(tmp_path / "nowhere"))
     # the tests run with downloads off (GRAPHSSL_DOWNLOAD=false), so the run fails before any
     # request; a download that fails or stalls is tested against a local server in
     # tests/unit/data/test_downloads.py
-    res = run_cli(graphssl_cmd, env, "dataset=citeseer", "trainer.epochs=1", timeout=300)
-    assert res.returncode != 0
-    assert "dataset 'CiteSeer'" in res.stderr
-    assert str(tmp_path / "nowhere" / "Planetoid") in res.stderr
-    assert "ind.citeseer.x" in res.stderr
-    assert "does not download data when downloads are off" in res.stderr, res.stderr[-2000:]
-    # the data is loaded before the run is opened: no run (none FAILED), not even the experiment
-    assert client_for(outputs_dir).get_experiment_by_name("graphssl") is None
+    with pytest.raises(Exception, match="dataset 'CiteSeer'") as info:
+        tasks.train("dataset=citeseer", "trainer.epochs=1")
+    text = str(info.value)
+    assert type(info.value).__name__ == "DatasetNotFoundError"
+    assert str(tmp_path / "nowhere" / "Planetoid") in text
+    assert "ind.citeseer.x" in text
+    assert "does not download data when downloads are off" in text, text[-2000:]
+    # the data is loaded before the run is opened: no run, none FAILED
+    assert tasks.runs() == []
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_default_run_works_without_a_data_folder(
     graphssl_cmd, cli_env, tmp_path, outputs_dir
 ) -> None:
@@ -92,14 +109,20 @@ def test_default_run_works_without_a_data_folder(
     assert runs[0].data.metrics["data/num_nodes"] == 2708
 
 
-def test_failed_run_is_marked_failed(graphssl_cmd, cli_env, outputs_dir) -> None:
+@pytest.mark.integration
+@pytest.mark.slow
+def test_failed_run_is_one_paragraph_and_marked_failed(graphssl_cmd, cli_env, outputs_dir) -> None:
+    """The CLI reports a bad value without a traceback, and the run is marked FAILED."""
     res = run_cli(graphssl_cmd, cli_env, "dataset=sbm", "trainer.epochs=-3", timeout=120)
     assert res.returncode != 0
     assert "trainer.epochs must be >= 0, got -3" in res.stderr
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]
     _, runs = all_runs(outputs_dir)
     assert [r.info.status for r in runs] == ["FAILED"]
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_run_on_cora_logs_everything(graphssl_cmd, cli_env, outputs_dir, data_dir) -> None:
     res = run_cli(graphssl_cmd, cli_env, "trainer.epochs=3")
     assert res.returncode == 0, res.stderr[-3000:]
@@ -127,6 +150,7 @@ def test_run_on_cora_logs_everything(graphssl_cmd, cli_env, outputs_dir, data_di
     assert 0.0 < metrics["probe/logreg/test_acc"] <= 1.0
     tags = run.data.tags
     assert tags["graphssl.overrides"] == "trainer.epochs=3"
+    assert tags["mlflow.note.content"] == "`graphssl trainer.epochs=3`"
     assert tags["version.torch"].startswith("2.14.1")
     assert "git.commit" in tags
     # the chosen weight decay is a configuration value: a tag, not a one-point metric
@@ -136,24 +160,30 @@ def test_run_on_cora_logs_everything(graphssl_cmd, cli_env, outputs_dir, data_di
     hydra_files = {a.path for a in client.list_artifacts(run.info.run_id, ".hydra")}
     assert ".hydra/overrides.yaml" in hydra_files
 
+    # Hydra's own rerun of the run folder: the same run again, the same metrics exactly
+    pickle = Path(tags["graphssl.output_dir"]) / ".hydra" / "config.pickle"
+    res = run_cli(graphssl_cmd, cli_env, "--experimental-rerun", str(pickle))
+    assert res.returncode == 0, res.stderr[-3000:]
+    _, (first, again) = all_runs(outputs_dir, order_by=["attributes.start_time ASC"])
+    assert first.info.run_id == run.info.run_id and again.info.status == "FINISHED"
+    assert measured(again) == measured(run)
 
-def test_selection_on_the_validation_probe(graphssl_cmd, cli_env, outputs_dir) -> None:
-    res = run_cli(
-        graphssl_cmd,
-        cli_env,
+
+def test_selection_on_the_validation_probe(tasks, capsys) -> None:
+    tasks.train(
         "dataset=sbm",
         "model=grace",
         "trainer.epochs=6",
-        "eval.select.every=2",
+        "callbacks.selection.every=2",
         "eval.figures=false",
         "logger.log_embeddings=false",
     )
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "select/best_epoch" in res.stdout  # the summary table
-    client, runs = all_runs(outputs_dir)
-    (run,) = runs
+    printed = capsys.readouterr().out
+    assert "select/best_epoch" in printed  # the summary table
+    client = tasks.client()
+    (run,) = tasks.runs()
     assert run.info.status == "FINISHED"
-    assert run.data.params["eval.select.every"] == "2"
+    assert run.data.params["callbacks.selection.every"] == "2"
     history = client.get_metric_history(run.info.run_id, "select/val_acc")
     assert [m.step for m in history] == [1, 3, 5]
     metrics = run.data.metrics
@@ -170,9 +200,11 @@ def test_selection_on_the_validation_probe(graphssl_cmd, cli_env, outputs_dir) -
         )
         assert f"probe/{p}/baseline_val_acc" in metrics
     assert "diag_baseline/rankme" in metrics and "diag_baseline/mean_cosine" in metrics
-    assert "probe/logreg/gain" in res.stdout and "probe/logreg/baseline_test_acc" in res.stdout
+    assert "probe/logreg/gain" in printed and "probe/logreg/baseline_test_acc" in printed
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_multirun_two_by_two(graphssl_cmd, cli_env, outputs_dir, data_dir) -> None:
     res = run_cli(
         graphssl_cmd,

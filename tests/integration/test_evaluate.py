@@ -1,6 +1,7 @@
 """graphssl-evaluate: stored runs probed and diagnosed again without training — into the same
 run or a child run, selected by id, sweep parent or filter — and refused with one paragraph
-when the stored embeddings cannot answer."""
+when the stored embeddings cannot answer. The tasks run in-process; one test runs the
+``graphssl-evaluate`` command to see its refusal printed."""
 
 from __future__ import annotations
 
@@ -19,8 +20,6 @@ from graphssl.tasks.evaluate import EvaluationRefused, evaluate
 from graphssl.tasks.train import train
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
-
-pytestmark = pytest.mark.integration
 
 TRAIN = [
     "dataset=sbm",
@@ -141,7 +140,26 @@ def test_refusals_say_why(store: Path) -> None:
     (diagnosed,) = _evaluate(store, f"run_id={unlabelled}", "eval=diagnostics_only", "log=false")
     assert "diag/rankme" in diagnosed.metrics  # diagnostics need no labels
 
-    # and the command prints the refusal as one paragraph, exit status 1
+
+def _odd_run(store: Path) -> str:
+    """A finished run with a trained SBM run's config but 7 stored rows, not SBM's."""
+    bare, _ = _trained(store, "logger.run_name=trained", "logger.log_embeddings=false")
+    client = _client(store)
+    exp_id = client.get_experiment_by_name("evaluate-test").experiment_id  # type: ignore[union-attr]
+    odd = client.create_run(exp_id, run_name="odd").info.run_id
+    client.log_artifact(odd, client.download_artifacts(bare, "config.yaml", str(store)))
+    path = store / "embeddings.pt"
+    torch.save({"embeddings": torch.randn(7, 4), "labels": torch.zeros(7).long()}, path)
+    client.log_artifact(odd, str(path))
+    client.set_terminated(odd, "FINISHED")
+    return odd
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_command_prints_a_refusal_as_one_paragraph(store: Path) -> None:
+    """``graphssl-evaluate`` end to end: the refusal as one paragraph, exit status 1."""
+    odd = _odd_run(store)
     res = subprocess.run(
         [
             sys.executable,
@@ -157,4 +175,5 @@ def test_refusals_say_why(store: Path) -> None:
     )
     assert res.returncode == 1, res.stderr[-2000:]
     assert "graphssl-evaluate: error: EvaluationRefused:" in res.stderr
+    assert "stored 7 embedding rows but dataset 'SBM'" in res.stderr
     assert "Traceback" not in res.stderr

@@ -33,8 +33,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 DOCUMENTS = [README, *sorted((REPO / "docs").glob("*.md"))]
@@ -111,6 +109,8 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
     )
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("doc", "line", "lang", "body"), BLOCKS, ids=[f"{b[0]}:L{b[1]}" for b in BLOCKS]
 )

@@ -1,5 +1,9 @@
 """Checkpoints and resume: a SIGKILLed run is marked KILLED, and resume=true continues it into
-the same MLflow run, ending with the same metrics as an uninterrupted run."""
+the same MLflow run, ending with the same metrics as an uninterrupted run.
+
+The killed run is a ``graphssl`` process (SIGKILL is the point); the runs after it (the resume,
+the uninterrupted reference, the next start) run the train task in-process.
+"""
 
 from __future__ import annotations
 
@@ -12,14 +16,14 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ARGS = [
     "dataset=sbm",
     "model=grace",
     "encoder.hidden_channels=32",
     "encoder.num_layers=2",
-    "trainer.epochs=400",
+    "trainer.epochs=200",  # the kill comes at the first checkpoint, epoch 10
     "trainer.patience=null",
     "trainer.checkpoint_every=10",
     "eval.figures=false",
@@ -54,38 +58,28 @@ def start_and_kill(cmd: list[str], env: dict[str, str], outputs: Path) -> None:
 
 
 def test_killed_run_is_marked_killed_then_resumed(
-    graphssl_cmd, cli_env, outputs_dir, tmp_path, _mlflow_template
+    graphssl_cmd, cli_env, outputs_dir, tasks, tmp_path, _mlflow_template, monkeypatch
 ) -> None:
     start_and_kill(graphssl_cmd, cli_env, outputs_dir)
     client, before = runs(outputs_dir)
     assert [r.info.status for r in before] == ["RUNNING"]  # the killed process left it open
     killed_id = before[0].info.run_id
 
-    res = subprocess.run(
-        [*graphssl_cmd, *ARGS, "resume=true"],
-        env=cli_env,
-        text=True,
-        capture_output=True,
-        timeout=600,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
+    tasks.train(*ARGS, "resume=true")
     client, after = runs(outputs_dir)
     assert [r.info.run_id for r in after] == [killed_id], "resume must continue the same run"
     resumed = after[0]
     assert resumed.info.status == "FINISHED"
     assert resumed.data.tags["graphssl.resumed"] == "true"
     steps = [m.step for m in client.get_metric_history(killed_id, "train/loss")]
-    assert steps[-1] == 399 and len(set(steps)) == 400
+    assert steps[-1] == 199 and len(set(steps)) == 200
 
     # The same configuration, never interrupted, in a fresh store: identical final metrics.
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     (fresh / "mlflow.db").write_bytes(_mlflow_template.read_bytes())
-    env = dict(cli_env, GRAPHSSL_OUTPUTS=str(fresh))
-    res = subprocess.run(
-        [*graphssl_cmd, *ARGS], env=env, text=True, capture_output=True, timeout=600
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
+    monkeypatch.setenv("GRAPHSSL_OUTPUTS", str(fresh))
+    tasks.train(*ARGS)
     _, (straight,) = runs(fresh)
     for key in (
         "probe/logreg/test_acc",
@@ -97,13 +91,10 @@ def test_killed_run_is_marked_killed_then_resumed(
         assert resumed.data.metrics[key] == straight.data.metrics[key], key
 
 
-def test_stale_run_marked_killed_on_next_start(graphssl_cmd, cli_env, outputs_dir) -> None:
+def test_stale_run_marked_killed_on_next_start(graphssl_cmd, cli_env, outputs_dir, tasks) -> None:
     start_and_kill(graphssl_cmd, cli_env, outputs_dir)
     _, (stale,) = runs(outputs_dir)
-    res = subprocess.run(
-        [*graphssl_cmd, *ARGS], env=cli_env, text=True, capture_output=True, timeout=600
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
+    tasks.train(*ARGS)
     _, all_runs = runs(outputs_dir)
     status = {r.info.run_id: r.info.status for r in all_runs}
     assert status.pop(stale.info.run_id) == "KILLED"

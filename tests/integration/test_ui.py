@@ -25,8 +25,6 @@ from mlflow.tracking import MlflowClient
 
 from graphssl.tracking.ui import MlflowServer, ServerStartError
 
-pytestmark = pytest.mark.integration
-
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -55,6 +53,8 @@ def read_lines(stream, into: queue.Queue[str]) -> None:
         into.put(line)
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_ui_serves_the_store_and_stops_its_process_group(outputs_dir: Path, cli_env) -> None:
     MlflowClient(tracking_uri=f"sqlite:///{outputs_dir / 'mlflow.db'}").create_experiment(
         "ui-check"
@@ -117,6 +117,7 @@ def test_ui_serves_the_store_and_stops_its_process_group(outputs_dir: Path, cli_
             os.killpg(pgid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_server_that_dies_reports_its_log_tail(tmp_path: Path) -> None:
     server = MlflowServer(
         "bogusdb://nowhere",

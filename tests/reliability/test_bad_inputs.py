@@ -12,8 +12,8 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from graphssl.data.base import Split
-from graphssl.evaluation.knn import KNNEvaluator
-from graphssl.evaluation.linear_probe import LogRegEvaluator
+from graphssl.evaluation.knn_probe import KNNProbe
+from graphssl.evaluation.logreg_probe import LogRegProbe
 from graphssl.evaluation.runner import run_probes
 
 FAST = ["dataset=sbm", "trainer.epochs=2", "eval.figures=false", "logger.log_embeddings=false"]
@@ -128,12 +128,10 @@ def test_embeddings_with_nan() -> None:
     z[3] = float("nan")
     y = torch.arange(20) % 2
     with pytest.raises(ValueError, match="1 of 20 rows with NaN or Inf"):
-        LogRegEvaluator().evaluate(
-            z, y, torch.arange(10), torch.arange(10, 15), torch.arange(15, 20)
-        )
+        LogRegProbe().evaluate(z, y, torch.arange(10), torch.arange(10, 15), torch.arange(15, 20))
 
 
 def test_labels_absent_for_a_probe() -> None:
     split = Split(torch.arange(5), torch.arange(5, 8), torch.arange(8, 10))
     with pytest.raises(ValueError, match="need labels, but the dataset has none"):
-        run_probes(torch.randn(10, 3), None, [split], {"knn": KNNEvaluator(k=2)})
+        run_probes(torch.randn(10, 3), None, [split], {"knn": KNNProbe(k=2)})

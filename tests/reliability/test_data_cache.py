@@ -5,10 +5,14 @@ graphssl keeps processed files in its own cache, keyed by a digest of the raw fi
 processed file is removed (with a warning naming it) and rebuilt instead of blocking every later
 run with an error that blames the raw files, and a stale ``processed/`` folder in the data
 folder never hides a damaged raw file.
+
+The kill is a real ``SIGKILL`` of a process writing the file; the loads and runs after it run
+in-process (the train task through the ``tasks`` fixture).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -52,24 +56,18 @@ from graphssl.data.node import PlanetoidDataModule
 PlanetoidDataModule("Cora", data_dir=sys.argv[1], cache_dir=sys.argv[2]).setup()
 """
 
-LOAD_CORA = """
-import sys
-from graphssl.data.node import PlanetoidDataModule
-dm = PlanetoidDataModule("Cora", data_dir=sys.argv[1], cache_dir=sys.argv[2])
-print("nodes", dm.data.num_nodes)
-"""
-
 
 def processed_file(cache: Path, data_dir: Path) -> Path:
     digest = raw_digest(data_dir / "Planetoid")
     return cache / f"Planetoid-{digest}" / "Planetoid" / "Cora" / "processed" / "data.pt"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fraction", [0.0, 0.5], ids=["empty", "truncated"])
 def test_kill_while_pyg_writes_processed_data(
-    fraction, graphssl_cmd, cli_env, outputs_dir, data_dir
+    fraction, tasks, cli_env, outputs_dir, data_dir
 ) -> None:
-    cache = outputs_dir / "cache"  # the CLI's paths.cache_dir
+    cache = outputs_dir / "cache"  # the train task's paths.cache_dir
     killed = subprocess.run(
         [sys.executable, "-c", KILLED_WHILE_WRITING, str(data_dir), str(cache), str(fraction)],
         env=cli_env,
@@ -82,27 +80,16 @@ def test_kill_while_pyg_writes_processed_data(
     assert damaged.is_file(), "the kill must leave the half-written processed file"
     assert (damaged.stat().st_size == 0) == (fraction == 0.0)
 
-    if fraction == 0.0:  # the next load rebuilds it
-        res = subprocess.run(
-            [sys.executable, "-c", LOAD_CORA, str(data_dir), str(cache)],
-            env=cli_env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert res.returncode == 0, res.stderr[-3000:]
-        assert "nodes 2708" in res.stdout
-    else:  # the next run is not blocked, and the raw files are not blamed
-        res = subprocess.run(
-            [*graphssl_cmd, *CORA], env=cli_env, capture_output=True, text=True, timeout=600
-        )
-        assert res.returncode == 0, res.stderr[-3000:]
-        assert "DatasetCorruptError" not in res.stderr
-        assert run_statuses(outputs_dir / "mlflow.db") == ["FINISHED"]
-    # the CLI logs warnings through its console (stdout), a plain Python load to stderr
-    shown = res.stdout + res.stderr
-    assert f"dataset cache: {damaged} is unreadable" in shown, shown[-3000:]
-    assert "removed" in shown and "processing the raw files again" in shown
+    shown = f"dataset cache: {damaged} is unreadable"
+    with pytest.warns(UserWarning, match=re.escape(shown)) as caught:
+        if fraction == 0.0:  # the next load rebuilds it
+            dm = PlanetoidDataModule("Cora", data_dir=data_dir, cache_dir=cache)
+            assert dm.data.num_nodes == 2708
+        else:  # the next run is not blocked, and the raw files are not blamed
+            tasks.train(*CORA)
+            assert run_statuses(outputs_dir / "mlflow.db") == ["FINISHED"]
+    (warning,) = [str(w.message) for w in caught if shown in str(w.message)]
+    assert "removed" in warning and "processing the raw files again" in warning
     assert damaged.stat().st_size > 1_000_000, "the processed file must be written again"
 
 
@@ -117,8 +104,10 @@ def test_processed_file_pyg_cannot_load_is_rebuilt(tmp_path, data_dir) -> None:
 
 
 def test_processed_folder_beside_the_raw_files_is_never_read(
-    graphssl_cmd, cli_env, outputs_dir, tmp_path, data_dir
+    tasks, outputs_dir, tmp_path, data_dir, monkeypatch
 ) -> None:
+    from graphssl.data.paths import DatasetCorruptError
+
     # a writable data folder where PyG (an earlier run, another tool) left processed/
     root = tmp_path / "data"
     shutil.copytree(data_dir / "Planetoid" / "Cora", root / "Planetoid" / "Cora")
@@ -129,13 +118,9 @@ def test_processed_folder_beside_the_raw_files_is_never_read(
     assert stale.is_file()
     allx = root / "Planetoid" / "Cora" / "raw" / "ind.cora.allx"
     allx.write_bytes(allx.read_bytes()[:1000])  # damaged after it was processed
-    env = dict(cli_env, GRAPHSSL_DATA_DIR=str(root))
-    res = subprocess.run(
-        [*graphssl_cmd, *CORA], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert res.returncode != 0
-    assert "DatasetCorruptError: dataset 'Cora': could not read its raw files" in res.stderr
-    assert "Traceback" not in res.stderr
+    monkeypatch.setenv("GRAPHSSL_DATA_DIR", str(root))
+    with pytest.raises(DatasetCorruptError, match="dataset 'Cora': could not read its raw files"):
+        tasks.train(*CORA)
     assert "FINISHED" not in run_statuses(outputs_dir / "mlflow.db")
 
 

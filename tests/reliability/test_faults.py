@@ -1,5 +1,9 @@
 """Faults a sweep must survive: a crashing job, concurrent first use of a fresh store, and
-reruns that must reproduce results bit for bit."""
+reruns that must reproduce results bit for bit.
+
+The sweeps and the six concurrent starts are ``graphssl`` processes (Hydra's multirun, and
+processes racing for one store, are what they test); the reruns run the train task in-process.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ def split_sweep(all_runs):
     return parent, children
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_crash_in_one_job_keeps_the_sweep_going(graphssl_cmd, cli_env, outputs_dir) -> None:
     res = subprocess.run(
         [*graphssl_cmd, "-m", *FAST, "trainer.epochs=2,-1,3"],
@@ -53,6 +59,8 @@ def test_crash_in_one_job_keeps_the_sweep_going(graphssl_cmd, cli_env, outputs_d
     assert parent.data.tags["children_finished"] == "2"
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_fail_fast_stops_the_sweep(graphssl_cmd, cli_env, outputs_dir) -> None:
     res = subprocess.run(
         [*graphssl_cmd, "-m", *FAST, "fail_fast=true", "trainer.epochs=-1,2,3"],
@@ -68,6 +76,8 @@ def test_fail_fast_stops_the_sweep(graphssl_cmd, cli_env, outputs_dir) -> None:
     assert parent.data.tags["children_failed"] == "1"
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_six_jobs_at_once_on_a_fresh_store(graphssl_cmd, cli_env, tmp_path) -> None:
     outputs = tmp_path / "fresh-outputs"  # no pre-migrated store: they race to create it
     env = dict(cli_env, GRAPHSSL_OUTPUTS=str(outputs))
@@ -92,22 +102,17 @@ def test_six_jobs_at_once_on_a_fresh_store(graphssl_cmd, cli_env, tmp_path) -> N
 
 @pytest.mark.parametrize("model", ["grace", "dgi"])
 def test_same_config_and_seed_is_bitwise_reproducible(
-    graphssl_cmd, cli_env, tmp_path, _mlflow_template, model
+    tasks, tmp_path, _mlflow_template, monkeypatch, model
 ) -> None:
+    """Two runs of one config and seed, one after the other in one process (so nothing the
+    first leaves behind may change the second), each into its own store."""
     found = []
     for i in range(2):
         outputs = tmp_path / f"out{i}"
         outputs.mkdir()
         (outputs / "mlflow.db").write_bytes(_mlflow_template.read_bytes())
-        env = dict(cli_env, GRAPHSSL_OUTPUTS=str(outputs))
-        res = subprocess.run(
-            [*graphssl_cmd, *FAST, f"model={model}", "trainer.epochs=15"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert res.returncode == 0, res.stderr[-2000:]
+        monkeypatch.setenv("GRAPHSSL_OUTPUTS", str(outputs))
+        tasks.train(*FAST, f"model={model}", "trainer.epochs=15")
         (run,) = runs(outputs)
         found.append(run)
     a, b = found

@@ -92,6 +92,8 @@ def live_members(pgid: int) -> list[int]:
     return out
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_ui_refuses_a_port_another_server_holds(other_server, outputs_dir, cli_env) -> None:
     holder, port = other_server
     res = subprocess.run(
@@ -106,6 +108,7 @@ def test_ui_refuses_a_port_another_server_holds(other_server, outputs_dir, cli_e
     assert holder.poll() is None and answers(port), "the other server must be left alone"
 
 
+@pytest.mark.slow
 def test_server_that_lost_the_port_race_is_not_reported_healthy(
     other_server, tmp_path, monkeypatch
 ) -> None:
@@ -128,6 +131,8 @@ def read_lines(stream, into: queue.Queue[str]) -> None:
         into.put(line)
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_ui_reports_the_signal_that_killed_its_server(other_server, outputs_dir, cli_env) -> None:
     holder, port = other_server
     refused = subprocess.run(

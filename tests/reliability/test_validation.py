@@ -1,28 +1,25 @@
 """A config that cannot run is refused before any work: no MLflow run is created (so none is left
-RUNNING or marked FINISHED, and no training is lost to a changed config hash), the error is one
-paragraph naming the key or file and what was expected, and the corrected config then runs."""
+RUNNING or marked FINISHED, and no training is lost to a changed config hash), the error names
+the key or file and what was expected, and the corrected config then runs.
+
+The train task runs in-process (the ``tasks`` fixture); that the CLI prints such a refusal as
+one paragraph without a traceback is tested in tests/integration/test_cli.py.
+"""
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
-from faultkit import run_statuses
 
 FAST = ["dataset=sbm", "trainer.epochs=2", "eval.figures=false", "logger.log_embeddings=false"]
 
 
-def cli(cmd, env, *args, timeout=300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def assert_refused(res, outputs: Path, *needles: str) -> None:
-    assert res.returncode != 0
+def assert_refused(tasks, *overrides: str, needles: list[str]) -> None:
+    with pytest.raises(Exception) as info:
+        tasks.train(*FAST, *overrides)
+    text = str(info.value)
     for needle in needles:
-        assert needle in res.stderr, f"{needle!r} not in stderr:\n{res.stderr[-2000:]}"
-    assert "Traceback" not in res.stderr
-    assert run_statuses(outputs / "mlflow.db") == []  # refused before any run was created
+        assert needle in text, f"{needle!r} not in the error:\n{text[-2000:]}"
+    assert tasks.statuses() == []  # refused before any run was created
 
 
 @pytest.mark.parametrize(
@@ -30,8 +27,11 @@ def assert_refused(res, outputs: Path, *needles: str) -> None:
     [
         ("+eval.probes.bogus={k: 3}", ["eval.probes.bogus", "has no _target_"]),
         (
-            "eval.probes.knn._target_=graphssl.evaluation.knn.NoSuchProbe",
-            ["eval.probes.knn._target_='graphssl.evaluation.knn.NoSuchProbe'", "cannot be built"],
+            "eval.probes.knn._target_=graphssl.evaluation.knn_probe.NoSuchProbe",
+            [
+                "eval.probes.knn._target_='graphssl.evaluation.knn_probe.NoSuchProbe'",
+                "cannot be built",
+            ],
         ),
         ("+eval.probes.knn.kk=3", ["eval.probes.knn._target_", "kk"]),
         (
@@ -42,25 +42,28 @@ def assert_refused(res, outputs: Path, *needles: str) -> None:
         ("trainer.epochs=abc", ["trainer.epochs must be an integer, got 'abc' (str)"]),
     ],
 )
-def test_refused_before_training(graphssl_cmd, cli_env, outputs_dir, override, needles) -> None:
-    assert_refused(cli(graphssl_cmd, cli_env, *FAST, override), outputs_dir, *needles)
+def test_refused_before_training(tasks, override, needles) -> None:
+    assert_refused(tasks, override, needles=needles)
 
 
 @pytest.mark.parametrize(
     "key", ["trainer.num_neighbors", "eval.extraction.num_neighbors"], ids=["train", "extract"]
 )
-def test_fanouts_must_match_the_encoders_depth(graphssl_cmd, cli_env, outputs_dir, key) -> None:
+def test_fanouts_must_match_the_encoders_depth(tasks, key) -> None:
     mode = key.rsplit(".", 1)[0] + ".mini_batch=true"
-    res = cli(graphssl_cmd, cli_env, *FAST, "encoder.num_layers=2", mode, f"{key}=[5,5,5,5]")
-    assert_refused(res, outputs_dir, f"{key}=[5, 5, 5, 5] samples 4 hop(s)", "encoder.num_layers=2")
+    assert_refused(
+        tasks,
+        "encoder.num_layers=2",
+        mode,
+        f"{key}=[5,5,5,5]",
+        needles=[f"{key}=[5, 5, 5, 5] samples 4 hop(s)", "encoder.num_layers=2"],
+    )
 
 
-def test_unknown_probe_then_the_fixed_config_runs(graphssl_cmd, cli_env, outputs_dir) -> None:
-    res = cli(graphssl_cmd, cli_env, *FAST, "+eval.probes.bogus={k: 3}")
-    assert_refused(res, outputs_dir, "eval.probes.bogus")
-    res = cli(graphssl_cmd, cli_env, *FAST, "encoder.num_layers=2", "trainer.mini_batch=true")
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert run_statuses(outputs_dir / "mlflow.db") == ["FINISHED"]
+def test_unknown_probe_then_the_fixed_config_runs(tasks) -> None:
+    assert_refused(tasks, "+eval.probes.bogus={k: 3}", needles=["eval.probes.bogus"])
+    tasks.train(*FAST, "encoder.num_layers=2", "trainer.mini_batch=true")
+    assert tasks.statuses() == ["FINISHED"]
 
 
 @pytest.mark.parametrize(
@@ -71,10 +74,11 @@ def test_unknown_probe_then_the_fixed_config_runs(graphssl_cmd, cli_env, outputs
     ],
     ids=["latin1", "list"],
 )
-def test_bad_experiment_file(graphssl_cmd, cli_env, outputs_dir, tmp_path, content, needle):
+def test_bad_experiment_file(tasks, tmp_path, content, needle):
     folder = tmp_path / "conf" / "experiment"
     folder.mkdir(parents=True)
     (folder / "mine.yaml").write_bytes(content)
     search = f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
-    res = cli(graphssl_cmd, cli_env, *FAST, search, "+experiment=mine")
-    assert_refused(res, outputs_dir, str(folder / "mine.yaml"), needle, "expected a")
+    assert_refused(
+        tasks, search, "+experiment=mine", needles=[str(folder / "mine.yaml"), needle, "expected a"]
+    )

@@ -41,6 +41,7 @@ def _page_faults(mode: str) -> tuple[str, int]:
     return out[0], int(out[1])
 
 
+@pytest.mark.slow  # a fresh interpreter counting its page faults
 @glibc_only
 def test_reuse_allocates_a_freed_large_block_without_faulting_it_in_again() -> None:
     applied, reused = _page_faults("reuse")
@@ -92,6 +93,7 @@ def test_allocator_block_returns_the_memory_and_restores_the_defaults() -> None:
     assert faults_after > 5 * 10_000  # after it, each 64 MB block is mapped afresh again
 
 
+@pytest.mark.slow  # a fresh interpreter counting its page faults
 @glibc_only
 def test_allocator_benchmark_counts_the_faults_reuse_avoids() -> None:
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_allocator.py"

@@ -219,6 +219,7 @@ def test_pairwise_entry_matches_single_estimate() -> None:
     assert math.isclose(float(matrix[0, 1]), single.i_s_per_dim, rel_tol=1e-6, abs_tol=1e-9)
 
 
+@pytest.mark.slow  # starts worker processes
 def test_worker_processes_give_the_same_matrix() -> None:
     """n_jobs=2 computes target columns in spawned workers; every pair is seeded alone, so the
     matrix equals the one-process matrix (up to float rounding of a different thread count)."""

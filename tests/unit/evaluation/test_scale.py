@@ -192,6 +192,7 @@ def _measure(stage: str) -> None:
     print(extra, x.numel() * x.element_size())
 
 
+@pytest.mark.slow  # a fresh interpreter per stage
 @pytest.mark.skipif(
     not Path("/proc/self/clear_refs").exists(), reason="needs Linux's resettable peak RSS"
 )

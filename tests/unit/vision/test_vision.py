@@ -360,6 +360,7 @@ def test_every_zoo_member_builds_and_forwards() -> None:
 
 # ---------------------------------------------------------------------------- CLI
 @pytest.mark.integration
+@pytest.mark.slow
 def test_cli_simclr_on_digits(
     graphssl_cmd: list[str], cli_env: dict[str, str], outputs_dir: Path
 ) -> None:
