@@ -32,8 +32,33 @@ __all__ = [
     "console_entry",
     "graphssl_version",
     "log_to_files",
+    "moved_key",
     "quiet_libraries",
 ]
+
+#: config keys that moved, as ``old prefix -> new prefix`` (the training-time callbacks' settings
+#: live with the callbacks in ``conf/callbacks/``)
+MOVED_KEYS = {
+    "eval.select": "callbacks.selection",
+    "eval.diag_every": "callbacks.monitor.every",
+    "eval.diag_subset": "callbacks.monitor.subset",
+    "eval.collapse": "callbacks.monitor.thresholds",
+}
+
+
+def moved_key(override: str) -> str | None:
+    """One paragraph when ``override`` sets a key that moved (``eval.select.every=5``), else
+    ``None``."""
+    key, sep, value = override.lstrip("+~").partition("=")
+    for old, new in MOVED_KEYS.items():
+        if key == old or key.startswith(f"{old}."):
+            renamed = new + key[len(old) :]
+            return (
+                f"{key} has moved to {renamed} (the settings of the training-time callbacks "
+                f"live in conf/callbacks/); expected {renamed}{sep}{value}"
+            )
+    return None
+
 
 log = logging.getLogger("graphssl")
 
@@ -162,6 +187,10 @@ def console_entry(prog: str, hydra_main: Callable[[], Any]) -> Callable[[], Any]
         if any(arg in ("--version", "-V") for arg in sys.argv[1:]):
             print(f"{prog} {graphssl_version()}")
             raise SystemExit(0)
+        for arg in sys.argv[1:]:
+            if (message := moved_key(arg)) is not None:
+                print(f"{prog}: error: {message}", file=sys.stderr)
+                raise SystemExit(2)
         quiet_libraries()
         try:
             return hydra_main()

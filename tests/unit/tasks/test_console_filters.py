@@ -117,3 +117,20 @@ def test_child_processes_inherit_the_filters(monkeypatch: pytest.MonkeyPatch) ->
     assert "Invalid -W option" not in res.stderr
     assert "jit" not in res.stderr and "Sparse" not in res.stderr
     assert "UserWarning: kept" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("eval.select.every=5", "expected callbacks.selection.every=5"),
+        ("eval.diag_every=2", "expected callbacks.monitor.every=2"),
+        ("+eval.collapse.stable_rank=1.1", "expected callbacks.monitor.thresholds.stable_rank=1.1"),
+    ],
+)
+def test_a_moved_key_names_its_new_place(override: str, expected: str) -> None:
+    from graphssl.tasks._console import moved_key
+
+    message = moved_key(override)
+    assert message is not None and expected in message and "has moved" in message
+    assert moved_key("eval.selection=3") is None
+    assert moved_key("callbacks.selection.every=5") is None
