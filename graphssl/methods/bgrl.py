@@ -11,6 +11,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn.inits import reset
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod, linear_widths
+from graphssl.methods.collective import gather_rows
 from graphssl.methods.losses import bootstrap_cosine
 from graphssl.methods.momentum import cosine_ema_momentum, ema_update
 from graphssl.models.augment import GraphAugment, edge_and_feature
@@ -76,6 +77,9 @@ class BGRL(SSLMethod):
         return sum(widths) + widths[0]  # the BatchNorm of the hidden layer
 
     forward_encoder = "online"  # forward() is encode(self.online, batch)
+    #: the mean over the global batch; the predictor's BatchNorm is synchronised by the
+    #: trainer and the target follows identical online weights on every rank
+    supports_distributed = True
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"online": self.online, "target": self.target, "encoder": self.online}
@@ -95,6 +99,8 @@ class BGRL(SSLMethod):
         with torch.no_grad():
             t1 = encode(self.target, v1, seeds_only=True)[:n]
             t2 = encode(self.target, v2, seeds_only=True)[:n]
+        # on several processes: the mean over the global batch (equal whatever each rank holds)
+        p1, p2, t1, t2 = (gather_rows(t) for t in (p1, p2, t1, t2))
         return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
 
     def on_after_optimizer_step(self, step: int, max_steps: int) -> None:

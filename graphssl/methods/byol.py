@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory
+from graphssl.methods.collective import gather_rows
 from graphssl.methods.image import ImageSSLMethod, views_of
 from graphssl.methods.losses import bootstrap_cosine
 from graphssl.methods.momentum import cosine_ema_momentum, ema_update
@@ -34,6 +35,8 @@ class BYOL(ImageSSLMethod):
         scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
             step (default: ``None``, a constant learning rate).
     """
+
+    supports_distributed = True  # the loss covers the global batch (gather_rows)
 
     def __init__(
         self,
@@ -75,6 +78,7 @@ class BYOL(ImageSSLMethod):
         with torch.no_grad():
             g1, g2 = self._encode_views(self.target_backbone, views[:2])
             t1, t2 = self.target_projector(torch.cat([g1, g2])).chunk(2)
+        p1, p2, t1, t2 = (gather_rows(t) for t in (p1, p2, t1, t2))  # the global batch
         return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
 
     def on_after_optimizer_step(self, step: int, max_steps: int) -> None:

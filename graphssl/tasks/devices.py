@@ -1,0 +1,81 @@
+"""``trainer.devices``: the train task's fit on one process or on several.
+
+With ``trainer.devices=1`` (the default) :func:`fit_on_devices` is ``trainer.fit(method, dm)``.
+With ``N > 1`` this process (the Hydra job, which holds the MLflow run) becomes rank 0 of a
+``torch.distributed`` group and :func:`graphssl.training.distributed.launch` spawns ranks
+``1..N-1``; each of those rebuilds the datamodule and the method from the resolved config
+(:func:`_rank_worker`) and runs the same training loop with no callbacks: only rank 0 logs,
+checkpoints and evaluates, and the other ranks never import the tracking layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from graphssl.data.base import DataModule
+from graphssl.methods.base import SSLMethod
+from graphssl.tasks.components import build_datamodule, build_method
+from graphssl.training import distributed
+from graphssl.training.trainer import FitResult, Trainer
+from graphssl.utils import seed_everything
+
+__all__ = ["fit_on_devices"]
+
+
+def fit_on_devices(
+    cfg: DictConfig, trainer: Trainer, method: SSLMethod, dm: DataModule, run: Any = None
+) -> FitResult:
+    """``trainer.fit(method, dm)`` on ``trainer.devices`` processes of this machine.
+
+    Args:
+        cfg: the resolved train config (the spawned ranks rebuild their objects from it).
+        trainer: rank 0's trainer, with the run's callbacks.
+        method: rank 0's method; its BatchNorm layers are plain ones again afterwards.
+        dm: rank 0's datamodule.
+        run: the run object; on several processes it gets the tag ``dist/backend``.
+
+    Raises:
+        RankFailedError: a spawned rank failed or died; the message names it.
+    """
+    devices = trainer.devices * trainer.num_nodes
+    if devices == 1:
+        return trainer.fit(method, dm)
+    device = str(trainer.device)
+    if run is not None:
+        run.sink.set_tags({"dist/backend": distributed.backend_for(device)})
+    container = OmegaConf.to_container(cfg, resolve=True)
+    threads = distributed.threads_per_rank(devices, cfg.get("num_threads"))
+    try:
+        return distributed.launch(
+            lambda: trainer.fit(method, dm),
+            _rank_worker,
+            (container,),
+            devices,
+            device=device,
+            timeout_s=trainer.dist_timeout_s,
+            threads=threads,
+        )
+    finally:
+        distributed.revert_sync_batchnorm(method)
+
+
+def _rank_worker(rank: int, container: dict[str, Any]) -> None:
+    """Rank ``rank`` (>= 1) of a multi-process fit: the datamodule, method and trainer of the
+    config, seeded as rank 0 seeds them, trained without callbacks, progress bar or epoch log."""
+    cfg = OmegaConf.create(container)
+    assert isinstance(cfg, DictConfig)
+    seed_everything(int(cfg.seed))
+    dm = build_datamodule(cfg)
+    method = build_method(cfg, dm)
+    trainer = instantiate(
+        cfg.trainer,
+        callbacks=[],
+        checkpoint_every=None,
+        progress=False,
+        log_every=None,
+        device=str(distributed.rank_device(str(cfg.trainer.device), rank)),
+    )
+    trainer.fit(method, dm)
