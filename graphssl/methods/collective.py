@@ -24,7 +24,14 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["all_reduce_mean", "gather_rows", "is_distributed", "rank", "world_size"]
+__all__ = [
+    "all_reduce_mean",
+    "gather_rows",
+    "is_distributed",
+    "rank",
+    "rows_before",
+    "world_size",
+]
 
 
 def is_distributed() -> bool:
@@ -86,6 +93,17 @@ def gather_rows(local: Tensor) -> Tensor:
         with torch.no_grad():
             return _GatherRows.apply(local)  # type: ignore[no-any-return]
     return _GatherRows.apply(local)  # type: ignore[no-any-return]
+
+
+def rows_before(rows: int) -> int:
+    """How many rows the ranks before this one hold, given this rank's ``rows`` (``0`` without
+    a group): where this rank's rows start in :func:`gather_rows`'s result."""
+    if world_size() == 1:
+        return 0
+    count = torch.tensor([rows], dtype=torch.long)
+    counts = [torch.zeros_like(count) for _ in range(world_size())]
+    dist.all_gather(counts, count)
+    return int(sum(int(c.item()) for c in counts[: rank()]))
 
 
 @torch.no_grad()

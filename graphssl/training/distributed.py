@@ -6,8 +6,9 @@ owns the MLflow run) and starts ranks ``1..N-1`` with ``torch.multiprocessing``'
 rank runs the one training loop (:class:`~graphssl.training.trainer.Trainer`), which, inside a
 process group:
 
-* converts BatchNorm layers to :class:`torch.nn.SyncBatchNorm` and broadcasts rank 0's
-  parameters and buffers (:func:`prepare_method`);
+* makes BatchNorm layers normalise over the global batch (:class:`GatheredBatchNorm`, or
+  :class:`torch.nn.SyncBatchNorm` on CUDA) and broadcasts rank 0's parameters and buffers
+  (:func:`prepare_method`);
 * gives each rank its slice of every global batch (:func:`node_seed_batches` for neighbour-
   sampled node batches, :class:`ShardedBatchSampler` for graph and image datasets): one seeded
   permutation per epoch, identical on every rank, cut into global batches of
@@ -36,13 +37,21 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.data import Sampler
 
-from graphssl.methods.collective import all_reduce_mean, gather_rows, is_distributed, rank
+from graphssl.methods.collective import (
+    all_reduce_mean,
+    gather_rows,
+    is_distributed,
+    rank,
+    rows_before,
+)
 from graphssl.methods.collective import world_size as world_size
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "GatheredBatchNorm",
     "RankFailedError",
     "ShardedBatchSampler",
     "all_reduce_mean",
@@ -327,15 +336,76 @@ def broadcast_object(obj: T, src: int = 0) -> T:
     return box[0]  # type: ignore[no-any-return]
 
 
-def prepare_method(method: nn.Module) -> nn.Module:
-    """Make every rank hold the same model: BatchNorm layers become
-    :class:`torch.nn.SyncBatchNorm` (statistics over the global batch; same parameters and
+class GatheredBatchNorm(_BatchNorm):
+    """BatchNorm whose training statistics cover every rank's rows: it gathers the rows of all
+    ranks with gradient (:func:`gather_rows`), normalises that global batch as one process
+    would, and keeps this rank's rows; the running statistics, computed from the same global
+    batch, stay identical on every rank. Exact on any device and backend (gloo included, which
+    :class:`torch.nn.SyncBatchNorm` does not support); it moves the layer's input rather than
+    two statistics, so on CUDA :func:`prepare_method` uses ``SyncBatchNorm`` instead. Outside a
+    process group, or in evaluation mode, it is the BatchNorm it replaced."""
+
+    #: the BatchNorm class this layer replaced (:func:`revert_sync_batchnorm` restores it)
+    replaced: type[_BatchNorm] = nn.BatchNorm1d
+
+    def _check_input_dim(self, input: torch.Tensor) -> None:
+        if input.dim() < 2:
+            raise ValueError(f"expected an input of 2 or more dimensions, got {input.dim()}D")
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if not (self.training and world_size() > 1):
+            return super().forward(input)
+        start = rows_before(input.shape[0])
+        out = super().forward(gather_rows(input))
+        return out[start : start + input.shape[0]]
+
+
+def _swap_batchnorm(module: nn.Module, to: type[_BatchNorm] | None) -> nn.Module:
+    """``module`` with its BatchNorm layers replaced by ``to`` (``None``: by the class each
+    :class:`GatheredBatchNorm` or ``SyncBatchNorm`` replaced), sharing their parameters and
+    buffers; a module that is not a BatchNorm is changed in place and returned."""
+    out = module
+    if isinstance(module, _BatchNorm):
+        if to is None:  # only the layers a swap made know what they replaced
+            target = module.__dict__.get("replaced") or (
+                module.replaced if isinstance(module, GatheredBatchNorm) else None
+            )
+        elif isinstance(module, to):
+            target = None
+        else:
+            target = to
+        if target is not None and type(module) is not target:
+            out = target(
+                module.num_features,
+                module.eps,
+                module.momentum,  # type: ignore[arg-type]
+                module.affine,
+                module.track_running_stats,
+            )
+            if to is not None:
+                out.replaced = type(module)  # type: ignore[assignment]
+            if module.affine:
+                out.weight, out.bias = module.weight, module.bias
+            out.running_mean, out.running_var = module.running_mean, module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.train(module.training)
+    for name, child in module.named_children():
+        swapped = _swap_batchnorm(child, to)
+        if swapped is not child:
+            setattr(out, name, swapped)
+    return out
+
+
+def prepare_method(method: nn.Module, device: torch.device | str = "cpu") -> nn.Module:
+    """Make every rank hold the same model: BatchNorm layers normalise over the global batch
+    (:class:`GatheredBatchNorm`; :class:`torch.nn.SyncBatchNorm` on CUDA; same parameters and
     state-dict keys), then rank 0's parameters and buffers are broadcast. Returns ``method``."""
-    converted = nn.SyncBatchNorm.convert_sync_batchnorm(method)
-    if converted is not method:
+    if isinstance(method, _BatchNorm):
         raise TypeError(
             f"{type(method).__name__} is itself a BatchNorm layer; expected a model holding them"
         )
+    cuda = torch.device(device).type == "cuda"
+    _swap_batchnorm(method, nn.SyncBatchNorm if cuda else GatheredBatchNorm)
     with torch.no_grad():
         for tensor in [*method.parameters(), *method.buffers()]:
             dist.broadcast(tensor.data, src=0)
@@ -343,27 +413,9 @@ def prepare_method(method: nn.Module) -> nn.Module:
 
 
 def revert_sync_batchnorm(module: nn.Module) -> nn.Module:
-    """Undo :func:`prepare_method`'s conversion (same parameters and buffers), so the model
-    runs on one process again; returns ``module`` (or its replacement when it is one)."""
-    out = module
-    if isinstance(module, nn.SyncBatchNorm):
-        out = nn.BatchNorm1d(
-            module.num_features,
-            module.eps,
-            module.momentum,  # type: ignore[arg-type]
-            module.affine,
-            module.track_running_stats,
-        )
-        if module.affine:
-            out.weight, out.bias = module.weight, module.bias
-        out.running_mean, out.running_var = module.running_mean, module.running_var
-        out.num_batches_tracked = module.num_batches_tracked
-        out.train(module.training)
-    for name, child in module.named_children():
-        replaced = revert_sync_batchnorm(child)
-        if replaced is not child:
-            setattr(out, name, replaced)
-    return out
+    """Undo :func:`prepare_method`'s BatchNorm replacement (same parameters and buffers), so
+    the model runs on one process again; returns ``module``."""
+    return _swap_batchnorm(module, None)
 
 
 def sync_gradients(parameters: Sequence[nn.Parameter]) -> None:

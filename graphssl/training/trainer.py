@@ -571,7 +571,7 @@ class Trainer:
         result = FitResult(world_size=distributed.world_size())
         if in_group:
             # the same model, optimizer state and resume point on every rank
-            distributed.prepare_method(method)
+            distributed.prepare_method(method, self.device)
             self._resume_state = distributed.broadcast_object(self._resume_state)
         self.should_stop = False
         self.is_last_epoch = False
