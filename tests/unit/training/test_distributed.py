@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -352,3 +353,106 @@ def test_threads_per_rank_stay_within_the_cores() -> None:
         threads = distributed.threads_per_rank(devices)
         assert threads >= 1 and (devices * threads <= cores or threads == 1)
     assert distributed.threads_per_rank(1, requested=1) == 1
+
+
+# ---------------------------------------------------------------------------- the train task
+CONF = Path(__file__).resolve().parents[3] / "conf"
+
+
+class DyingGRACE(GRACE):
+    """GRACE whose rank 1 is killed (SIGKILL, no chance to clean up) at its second step."""
+
+    steps = 0
+
+    def loss(self, batch: Data) -> dict[str, Tensor]:
+        self.steps += 1
+        if collective.rank() == 1 and self.steps == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().loss(batch)
+
+
+def _train_cfg(outputs_dir: Path, *overrides: str, model: str = "grace") -> Any:
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(
+            config_name="train",
+            overrides=[
+                "dataset=sbm",
+                f"model={model}",
+                "encoder=sage",
+                "encoder.hidden_channels=16",
+                *(["model.projection_dim=8"] if model == "grace" else []),
+                "trainer.mini_batch=true",
+                "trainer.batch_size=32",
+                "trainer.devices=2",
+                "trainer.epochs=2",
+                "trainer.progress=false",
+                "num_threads=1",
+                "eval.figures=false",
+                "eval.baseline=false",
+                "logger.log_embeddings=false",
+                "logger.log_model=false",
+                f"paths.outputs_dir={outputs_dir}",
+                *overrides,
+            ],
+        )
+
+
+def _only_run(outputs_dir: Path) -> Any:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{outputs_dir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("graphssl")
+    assert exp is not None
+    (run,) = client.search_runs([exp.experiment_id])
+    return run
+
+
+def test_train_task_on_two_processes_logs_one_finished_run(
+    outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphssl.tasks.train import train
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    metrics = train(_train_cfg(outputs_dir))
+    assert metrics["dist/world_size"] == 2.0 and metrics["train/epochs"] == 2.0
+    run = _only_run(outputs_dir)
+    assert run.info.status == "FINISHED"
+    assert run.data.metrics["dist/world_size"] == 2.0
+    assert run.data.tags["dist/backend"] == "gloo"
+    assert run.data.params["trainer.devices"] == "2"
+    assert any(k.startswith("probe/") for k in run.data.metrics)
+
+
+def test_a_rank_that_dies_fails_the_run_naming_it(
+    outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphssl.tasks.train import train
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    # the collective timeout is the hang guard; the peer's closed sockets end the fit before it
+    cfg = _train_cfg(outputs_dir, f"model._target_={__name__}.DyingGRACE", "trainer.epochs=5")
+    with pytest.raises(
+        distributed.RankFailedError, match=r"rank 1 \(pid \d+\) was killed by SIGKILL"
+    ):
+        train(cfg)
+    run = _only_run(outputs_dir)
+    assert run.info.status == "FAILED"
+    assert "rank 1" in run.data.tags["error"] and "SIGKILL" in run.data.tags["error"]
+
+
+def test_configs_that_cannot_run_on_several_processes_are_refused(outputs_dir: Path) -> None:
+    from graphssl.tasks.components import prepare_train_config
+    from graphssl.tasks.validate import ConfigError
+
+    full_batch = _train_cfg(outputs_dir, "trainer.mini_batch=false")
+    with pytest.raises(ConfigError, match=r"trainer\.devices=2.*trainer\.mini_batch=true"):
+        prepare_train_config(full_batch)
+    walks = _train_cfg(outputs_dir, model="deepwalk")
+    with pytest.raises(ConfigError, match=r"DeepWalk.*random walks.*trainer\.devices=1"):
+        prepare_train_config(walks)
+    inexact = _train_cfg(outputs_dir, model="dgi")
+    with pytest.raises(ConfigError, match=r"DGI's loss has not been made exact"):
+        prepare_train_config(inexact)
+    assert prepare_train_config(_train_cfg(outputs_dir)).trainer.devices == 2
