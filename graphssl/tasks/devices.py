@@ -10,6 +10,8 @@ checkpoints and evaluates, and the other ranks never import the tracking layer.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from hydra.utils import instantiate
@@ -62,9 +64,10 @@ def fit_on_devices(
         distributed.revert_sync_batchnorm(method)
 
 
-def _rank_worker(rank: int, container: dict[str, Any]) -> None:
+def _rank_worker(rank: int, container: dict[str, Any]) -> Callable[[], FitResult]:
     """Rank ``rank`` (>= 1) of a multi-process fit: the datamodule, method and trainer of the
-    config, seeded as rank 0 seeds them, trained without callbacks, progress bar or epoch log."""
+    config, seeded as rank 0 seeds them; returns their fit, without callbacks, progress bar or
+    epoch log."""
     cfg = OmegaConf.create(container)
     assert isinstance(cfg, DictConfig)
     seed_everything(int(cfg.seed))
@@ -78,4 +81,4 @@ def _rank_worker(rank: int, container: dict[str, Any]) -> None:
         log_every=None,
         device=str(distributed.rank_device(str(cfg.trainer.device), rank)),
     )
-    trainer.fit(method, dm)
+    return functools.partial(trainer.fit, method, dm)

@@ -77,6 +77,8 @@ T = TypeVar("T")
 
 #: seconds a collective (or the rendezvous) may wait for the other ranks before failing
 DEFAULT_TIMEOUT_S = 120.0
+#: seconds the spawned ranks may take to start and build their data and model before joining
+RENDEZVOUS_TIMEOUT_S = 1800.0
 #: the loopback address ranks meet on (one machine)
 HOST = "127.0.0.1"
 #: store key each spawned rank increments once it is connected
@@ -145,14 +147,17 @@ def _child(
     device: str,
     args: tuple[Any, ...],
 ) -> None:
-    """Entry of a spawned rank: connect, join the group, run ``worker(rank, *args)``."""
+    """Entry of a spawned rank: ``worker(rank, *args)`` builds what the rank trains (outside
+    the group, so the collectives' timeout never covers loading data), then the rank joins the
+    group and calls what the worker returned."""
     me = index + 1
     torch.set_num_threads(threads)
     store = dist.TCPStore(HOST, port, world, is_master=False, timeout=timedelta(seconds=timeout_s))
-    store.add(_READY_KEY, 1)
-    _init_group(store, me, world, backend, timeout_s, rank_device(device, me))
     try:
-        worker(me, *args)
+        fit = worker(me, *args)
+        store.add(_READY_KEY, 1)
+        _init_group(store, me, world, backend, timeout_s, rank_device(device, me))
+        fit()
     except Exception as err:  # recorded for rank 0's message, then torch's spawn reports it
         try:
             message = f"{type(err).__name__}: {' '.join(str(err).split())[:500]}"
@@ -221,8 +226,8 @@ def _wait_for_ranks(store: dist.TCPStore, context: mp.ProcessContext, timeout_s:
         if time.monotonic() > deadline:
             raise RankFailedError(
                 f"only {store.add(_READY_KEY, 0)} of {expected} spawned ranks connected to "
-                f"{HOST}:{store.port} within trainer.dist_timeout_s={timeout_s:g} s; expected "
-                f"all of trainer.devices={expected + 1} ranks"
+                f"{HOST}:{store.port} within {timeout_s:g} s of starting; expected all "
+                f"of trainer.devices={expected + 1} ranks to have built their data and model"
             )
         time.sleep(0.02)
 
@@ -240,8 +245,11 @@ def launch(
     """Run ``main()`` as rank 0 of a process group of ``devices`` ranks and return its result.
 
     Ranks ``1..devices-1`` are spawned (``torch.multiprocessing``, start method ``spawn``); each
-    joins the group and calls ``worker(rank, *args)`` (a module-level function, so that it can be
-    pickled), which must run the same collectives as ``main`` (the same training loop). The
+    calls ``worker(rank, *args)`` (a module-level function, so that it can be pickled), which
+    builds what the rank trains and returns a callable that trains it, then joins the group
+    and calls it: it must run the same collectives as ``main`` (the same training loop).
+    Waiting for the ranks to build (up to :data:`RENDEZVOUS_TIMEOUT_S`) stops at once when one
+    of them dies. The
     ranks meet on a TCP store that rank 0 opens on a free port of 127.0.0.1 chosen by the
     operating system. ``main`` runs with ``threads`` torch threads (default:
     :func:`threads_per_rank`); the previous count comes back afterwards, and the group is
@@ -286,7 +294,7 @@ def launch(
     )
     previous = torch.get_num_threads()
     try:
-        _wait_for_ranks(store, context, timeout_s)
+        _wait_for_ranks(store, context, max(timeout_s, RENDEZVOUS_TIMEOUT_S))
         _init_group(store, 0, devices, backend, timeout_s, rank_device(device, 0))
         torch.set_num_threads(threads)
         try:
@@ -296,10 +304,19 @@ def launch(
             # collectives, so a rank that already exited is one that failed on its own
             wait = _EXIT_GRACE_S if _is_communication_error(err) else 0.0
             failed = _failed_rank(context, store, wait)
+            brief = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
             if failed is not None:
                 raise RankFailedError(
                     f"{failed}; the multi-process fit (trainer.devices={devices}) stopped, rank 0 "
-                    f"with {type(err).__name__}: {' '.join(str(err).split())[:300]}"
+                    f"with {brief}"
+                ) from err
+            if wait:  # every rank alive, one of them silent: the collective's timeout fired
+                alive = [i + 1 for i, proc in enumerate(context.processes) if proc.is_alive()]
+                raise RankFailedError(
+                    f"rank 0 stopped waiting on the other ranks ({brief}) while rank(s) "
+                    f"{', '.join(map(str, alive)) or 'none'} were still running: a rank stopped "
+                    f"answering for trainer.dist_timeout_s={timeout_s:g} s or lost its "
+                    f"connection; the multi-process fit (trainer.devices={devices}) stopped"
                 ) from err
             raise
         finally:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -273,9 +274,9 @@ def _fit_all(world: int) -> dict[str, dict[str, Any]]:
     return {name: _fit(name, world) for name in BUILDERS}
 
 
-def _rank_worker(rank: int, out: str) -> None:
+def _rank_worker(rank: int, out: str) -> Callable[[], None]:
     """Rank 1 of the two-rank run: the same fits, its states saved for the comparison."""
-    torch.save(_fit_all(2), Path(out) / f"rank{rank}.pt")
+    return lambda: torch.save(_fit_all(2), Path(out) / f"rank{rank}.pt")
 
 
 @contextmanager
@@ -371,6 +372,18 @@ class DyingGRACE(GRACE):
         return super().loss(batch)
 
 
+class StuckGRACE(GRACE):
+    """GRACE whose rank 1 stops answering (sleeps) at its second step."""
+
+    steps = 0
+
+    def loss(self, batch: Data) -> dict[str, Tensor]:
+        self.steps += 1
+        if collective.rank() == 1 and self.steps == 2:
+            time.sleep(3600)
+        return super().loss(batch)
+
+
 def _train_cfg(outputs_dir: Path, *overrides: str, model: str = "grace") -> Any:
     from hydra import compose, initialize_config_dir
 
@@ -440,6 +453,24 @@ def test_a_rank_that_dies_fails_the_run_naming_it(
     run = _only_run(outputs_dir)
     assert run.info.status == "FAILED"
     assert "rank 1" in run.data.tags["error"] and "SIGKILL" in run.data.tags["error"]
+
+
+def test_a_rank_that_hangs_fails_the_run_after_the_collective_timeout(
+    outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphssl.tasks.train import train
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = _train_cfg(
+        outputs_dir,
+        f"model._target_={__name__}.StuckGRACE",
+        "trainer.epochs=5",
+        "trainer.dist_timeout_s=5",
+    )
+    with pytest.raises(distributed.RankFailedError, match=r"rank\(s\) 1 were still running"):
+        train(cfg)
+    run = _only_run(outputs_dir)
+    assert run.info.status == "FAILED" and "dist_timeout_s=5" in run.data.tags["error"]
 
 
 def test_configs_that_cannot_run_on_several_processes_are_refused(outputs_dir: Path) -> None:
