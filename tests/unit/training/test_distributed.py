@@ -438,6 +438,7 @@ def test_train_task_on_two_processes_logs_one_finished_run(
     assert any(k.startswith("probe/") for k in run.data.metrics)
 
 
+@pytest.mark.slow  # processes killed or stalled mid-run
 def test_a_rank_that_dies_fails_the_run_naming_it(
     outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -455,6 +456,7 @@ def test_a_rank_that_dies_fails_the_run_naming_it(
     assert "rank 1" in run.data.tags["error"] and "SIGKILL" in run.data.tags["error"]
 
 
+@pytest.mark.slow  # processes killed or stalled mid-run
 def test_a_rank_that_hangs_fails_the_run_after_the_collective_timeout(
     outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
