@@ -5,7 +5,7 @@ With ``N > 1`` this process (the Hydra job, which holds the MLflow run) becomes 
 ``torch.distributed`` group and :func:`graphssl.training.distributed.launch` spawns ranks
 ``1..N-1``; each of those rebuilds the datamodule and the method from the resolved config
 (:func:`_rank_worker`) and runs the same training loop with no callbacks: only rank 0 logs,
-checkpoints and evaluates, and the other ranks never import the tracking layer.
+checkpoints and evaluates; the other ranks never import MLflow or open the store.
 """
 
 from __future__ import annotations

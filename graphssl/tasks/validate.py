@@ -184,6 +184,12 @@ def _check_devices(cfg: DictConfig) -> None:
     devices = trainer.get("devices", 1)
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise ConfigError(f"trainer.devices={devices!r}; expected a positive integer")
+    nodes = trainer.get("num_nodes", 1)
+    if nodes != 1:
+        raise ConfigError(
+            f"trainer.num_nodes={nodes!r}: graphssl trains one model on the processes of one "
+            f"machine (trainer.devices); expected trainer.num_nodes=1"
+        )
     if devices == 1:
         return
     method = _target_class(cfg.get("model"))
@@ -202,7 +208,8 @@ def _check_devices(cfg: DictConfig) -> None:
             f"trainer.devices={devices}, but {name}'s loss has not been made exact over the "
             f"batches of several processes (its comparisons or statistics would only see each "
             f"process's slice); expected a method listed in docs/distributed.md (GRACE, "
-            f"CCA-SSG, BGRL, GraphDINO, GraphCL, SimCLR, BYOL, DINO) or trainer.devices=1"
+            f"CCA-SSG, BGRL, GraphDINO, GraphCL, InfoGraph, SimCLR, BYOL, DINO) or "
+            f"trainer.devices=1"
         )
     dataset = _target_class(cfg.get("dataset"))
     node_level = dataset is not None and getattr(dataset, "is_graph_level", True) is False

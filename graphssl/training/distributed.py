@@ -76,7 +76,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: seconds a collective (or the rendezvous) may wait for the other ranks before failing
-DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_TIMEOUT_S = 300.0
 #: seconds the spawned ranks may take to start and build their data and model before joining
 RENDEZVOUS_TIMEOUT_S = 1800.0
 #: the loopback address ranks meet on (one machine)

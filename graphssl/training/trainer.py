@@ -219,7 +219,8 @@ class Trainer:
             batch size) is then per rank (default: ``1``).
         num_nodes: machines; only ``1`` is supported (default: ``1``).
         dist_timeout_s: seconds a collective may wait for the other ranks before the fit fails,
-            a guard against hangs (default: ``120``).
+            a guard against hangs that must also cover rank 0's callbacks between epochs
+            (checkpoints, diagnostics, selection probes) (default: ``300``).
     """
 
     def __init__(
@@ -240,7 +241,7 @@ class Trainer:
         limit_batches: int | None = None,
         devices: int = 1,
         num_nodes: int = 1,
-        dist_timeout_s: float = 120.0,
+        dist_timeout_s: float = 300.0,
     ) -> None:
         for name, count in (("devices", devices), ("num_nodes", num_nodes)):
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,6 +45,7 @@ from graphssl.methods.dino import DINO
 from graphssl.methods.grace import GRACE
 from graphssl.methods.graph_dino import GraphDINO
 from graphssl.methods.graphcl import GraphCL
+from graphssl.methods.infograph import InfoGraph
 from graphssl.methods.losses import info_nce
 from graphssl.methods.simclr import SimCLR
 from graphssl.models.encode import encode
@@ -217,6 +220,7 @@ BUILDERS: dict[str, tuple[str, Callable[[], SSLMethod]]] = {
             GINEncoder(FEATURES, 8, num_layers=2), _sgd(), KeyedGraphMask(8), KeyedGraphMask(9)
         ),
     ),
+    "infograph": ("graph", lambda: InfoGraph(GINEncoder(FEATURES, 8, num_layers=2), _sgd())),
     "simclr": ("image", lambda: SimCLR(_TinyBackbone(), _sgd(), 4, 8)),
     "byol": ("image", lambda: BYOL(_TinyBackbone(), _sgd(), 4, 8, 8, momentum=0.9)),
     "dino": (
@@ -488,4 +492,18 @@ def test_configs_that_cannot_run_on_several_processes_are_refused(outputs_dir: P
     inexact = _train_cfg(outputs_dir, model="dgi")
     with pytest.raises(ConfigError, match=r"DGI's loss has not been made exact"):
         prepare_train_config(inexact)
+    with pytest.raises(ConfigError, match=r"trainer\.num_nodes=2.*expected trainer\.num_nodes=1"):
+        prepare_train_config(_train_cfg(outputs_dir, "trainer.num_nodes=2"))
     assert prepare_train_config(_train_cfg(outputs_dir)).trainer.devices == 2
+
+
+def test_spawned_ranks_never_import_the_tracking_store() -> None:
+    # what a spawned rank imports: torch's spawn entry, then the worker's module
+    code = (
+        "import sys, torch.multiprocessing.spawn, graphssl.tasks.devices; "
+        "bad = sorted(m for m in sys.modules if m.startswith(('mlflow', 'graphssl.tracking'))); "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(CONF.parent), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
