@@ -151,6 +151,11 @@ def _child(
     the group, so the collectives' timeout never covers loading data), then the rank joins the
     group and calls what the worker returned."""
     me = index + 1
+    # Ctrl-C and SIGTERM reach every process of the job; rank 0 alone decides (it stops all
+    # ranks after the epoch, or ends and the others fail at their next collective), so a
+    # spawned rank never races it to exit
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     torch.set_num_threads(threads)
     store = dist.TCPStore(HOST, port, world, is_master=False, timeout=timedelta(seconds=timeout_s))
     try:
@@ -201,15 +206,13 @@ def _failed_rank(context: mp.ProcessContext, store: dist.Store, wait_s: float) -
 
 
 def _stop(context: mp.ProcessContext) -> None:
-    """Terminate the spawned ranks still alive and reap them."""
+    """Kill the spawned ranks still alive (they hold nothing to save: rank 0 owns the run and
+    the checkpoints) and reap them."""
     for proc in context.processes:
-        if proc.is_alive():
-            proc.terminate()
-    for proc in context.processes:
-        proc.join(5)
         if proc.is_alive():
             proc.kill()
-            proc.join(5)
+    for proc in context.processes:
+        proc.join(10)
 
 
 def _wait_for_ranks(store: dist.TCPStore, context: mp.ProcessContext, timeout_s: float) -> None:

@@ -388,6 +388,19 @@ class StuckGRACE(GRACE):
         return super().loss(batch)
 
 
+class TerminatedGRACE(GRACE):
+    """GRACE that sends SIGTERM to its own process at the second step, on every rank (as a
+    scheduler cancelling a job signals all its processes)."""
+
+    steps = 0
+
+    def loss(self, batch: Data) -> dict[str, Tensor]:
+        self.steps += 1
+        if self.steps == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().loss(batch)
+
+
 def _train_cfg(outputs_dir: Path, *overrides: str, model: str = "grace") -> Any:
     from hydra import compose, initialize_config_dir
 
@@ -479,6 +492,22 @@ def test_a_rank_that_hangs_fails_the_run_after_the_collective_timeout(
     assert run.info.status == "FAILED" and "dist_timeout_s=5" in run.data.tags["error"]
 
 
+@pytest.mark.slow  # processes signalled mid-run
+def test_sigterm_stops_every_rank_after_the_same_epoch_and_kills_the_run(
+    outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphssl.tasks.train import train
+    from graphssl.training.trainer import TrainingInterrupted
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = _train_cfg(outputs_dir, f"model._target_={__name__}.TerminatedGRACE", "trainer.epochs=5")
+    # rank 0 decides: the spawned rank ignores its SIGTERM and stops with rank 0 after epoch 0
+    with pytest.raises(TrainingInterrupted, match="SIGTERM: training stopped after epoch 0"):
+        train(cfg)
+    run = _only_run(outputs_dir)
+    assert run.info.status == "KILLED"
+
+
 def test_configs_that_cannot_run_on_several_processes_are_refused(outputs_dir: Path) -> None:
     from graphssl.tasks.components import prepare_train_config
     from graphssl.tasks.validate import ConfigError
@@ -507,3 +536,25 @@ def test_spawned_ranks_never_import_the_tracking_store() -> None:
     env = {**os.environ, "PYTHONPATH": str(CONF.parent), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+
+
+def test_batchnorm_swaps_back_with_the_same_parameters() -> None:
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Sequential(nn.BatchNorm2d(2)))
+    weight, stats = model[1].weight, model[2][0].running_mean
+    distributed._swap_batchnorm(model, distributed.GatheredBatchNorm)
+    assert isinstance(model[1], distributed.GatheredBatchNorm)
+    assert isinstance(model[2][0], distributed.GatheredBatchNorm)
+    assert model[1].weight is weight and model[2][0].running_mean is stats
+    x = torch.randn(5, 3)
+    plain = nn.BatchNorm1d(4)
+    plain.load_state_dict(model[1].state_dict())
+    assert torch.equal(model[1](model[0](x)), plain(model[0](x)))  # one process: plain BN
+    distributed.revert_sync_batchnorm(model)
+    assert type(model[1]) is nn.BatchNorm1d and type(model[2][0]) is nn.BatchNorm2d
+    assert model[1].weight is weight and model[2][0].running_mean is stats
+    assert set(model.state_dict()) == {
+        "0.weight",
+        "0.bias",
+        *(f"1.{k}" for k in plain.state_dict()),
+        *(f"2.0.{k}" for k in plain.state_dict()),
+    }
