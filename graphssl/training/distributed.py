@@ -28,6 +28,7 @@ import logging
 import math
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
@@ -156,6 +157,7 @@ def _child(
     # spawned rank never races it to exit
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _die_with_parent()
     torch.set_num_threads(threads)
     store = dist.TCPStore(HOST, port, world, is_master=False, timeout=timedelta(seconds=timeout_s))
     try:
@@ -172,6 +174,20 @@ def _child(
         raise
     finally:
         _teardown()
+
+
+def _die_with_parent() -> None:
+    """Have the kernel SIGKILL this process when rank 0 ends (Linux ``PR_SET_PDEATHSIG``; torch's
+    spawn asks for SIGINT, which a spawned rank ignores), so no rank outlives its job."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # another libc: the next collective still ends the rank
+        return
 
 
 def _exit_reason(code: int | None) -> str:

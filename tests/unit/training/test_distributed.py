@@ -558,3 +558,58 @@ def test_batchnorm_swaps_back_with_the_same_parameters() -> None:
         *(f"1.{k}" for k in plain.state_dict()),
         *(f"2.0.{k}" for k in plain.state_dict()),
     }
+
+
+def _sleeping_worker(rank: int) -> Callable[[], None]:
+    return lambda: time.sleep(3600)
+
+
+def _rank_pids(parent: int) -> list[int]:
+    """The spawned ranks of process ``parent`` (children running torch's spawn entry)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and b"multiprocessing.spawn" in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.slow  # a process killed mid-run
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_spawned_ranks_die_with_rank_0() -> None:
+    code = (
+        "from graphssl.training import distributed; import test_distributed as t; "
+        "distributed.launch(lambda: (print('ready', flush=True), t.time.sleep(3600)), "
+        "t._sleeping_worker, (), 2, threads=1)"
+    )
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": f"{CONF.parent}{os.pathsep}{here}", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        (rank1,) = _rank_pids(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    # the kernel kills the orphaned rank (PR_SET_PDEATHSIG); polled, 60 s only as a hang guard
+    for _ in range(600):
+        if not Path(f"/proc/{rank1}").exists() or "Z" in _state(rank1):
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{rank1}").exists() or "Z" in _state(rank1)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
