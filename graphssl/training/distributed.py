@@ -24,6 +24,7 @@ within moments, and :func:`launch` names the rank in the error it raises.
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import os
@@ -58,6 +59,7 @@ __all__ = [
     "all_reduce_mean",
     "backend_for",
     "broadcast_object",
+    "broadcast_state",
     "gather_rows",
     "is_distributed",
     "launch",
@@ -364,12 +366,36 @@ def _is_communication_error(err: BaseException) -> bool:
 
 # ---------------------------------------------------------------------------- training helpers
 def broadcast_object(obj: T, src: int = 0) -> T:
-    """``obj`` of rank ``src`` on every rank (``obj`` itself without a group)."""
+    """``obj`` of rank ``src`` on every rank (``obj`` itself without a group): small picklable
+    values such as flags (``torch.distributed.broadcast_object_list``)."""
     if world_size() == 1:
         return obj
     box = [obj]
     dist.broadcast_object_list(box, src=src)
     return box[0]  # type: ignore[no-any-return]
+
+
+def broadcast_state(state: T, src: int = 0) -> T:
+    """A checkpoint-like ``state`` (tensors, numbers, strings, containers, ``None``) of rank
+    ``src`` on every rank: written with ``torch.save`` and read back with
+    ``torch.load(weights_only=True)``, so the receiving ranks run no code from it."""
+    if world_size() == 1:
+        return state
+    me = rank()
+    if me == src:
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+        size = torch.tensor([data.numel()], dtype=torch.long)
+    else:
+        size = torch.zeros(1, dtype=torch.long)
+    dist.broadcast(size, src=src)
+    if me != src:
+        data = torch.empty(int(size.item()), dtype=torch.uint8)
+    dist.broadcast(data, src=src)
+    if me == src:
+        return state
+    return torch.load(io.BytesIO(data.numpy().tobytes()), weights_only=True)  # type: ignore[no-any-return]
 
 
 class GatheredBatchNorm(_BatchNorm):

@@ -573,7 +573,7 @@ class Trainer:
         if in_group:
             # the same model, optimizer state and resume point on every rank
             distributed.prepare_method(method, self.device)
-            self._resume_state = distributed.broadcast_object(self._resume_state)
+            self._resume_state = distributed.broadcast_state(self._resume_state)
         self.should_stop = False
         self.is_last_epoch = False
         full_graph = datamodule.data if not datamodule.is_graph_level else None

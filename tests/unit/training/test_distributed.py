@@ -401,6 +401,21 @@ class TerminatedGRACE(GRACE):
         return super().loss(batch)
 
 
+class TerminatedOnceGRACE(GRACE):
+    """GRACE that sends SIGTERM to rank 0 at its second step, unless the file named by
+    ``$GRAPHSSL_TEST_SIGNALLED`` exists (it creates it): a job interrupted once."""
+
+    steps = 0
+
+    def loss(self, batch: Data) -> dict[str, Tensor]:
+        self.steps += 1
+        marker = Path(os.environ["GRAPHSSL_TEST_SIGNALLED"])
+        if self.steps == 2 and collective.rank() == 0 and not marker.exists():
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().loss(batch)
+
+
 def _train_cfg(outputs_dir: Path, *overrides: str, model: str = "grace") -> Any:
     from hydra import compose, initialize_config_dir
 
@@ -506,6 +521,34 @@ def test_sigterm_stops_every_rank_after_the_same_epoch_and_kills_the_run(
         train(cfg)
     run = _only_run(outputs_dir)
     assert run.info.status == "KILLED"
+
+
+@pytest.mark.slow  # a process signalled mid-run, then resumed
+def test_an_interrupted_multi_process_run_resumes_from_rank_0s_checkpoint(
+    outputs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphssl.tasks.train import train
+    from graphssl.training.trainer import TrainingInterrupted
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("GRAPHSSL_TEST_SIGNALLED", str(tmp_path / "signalled"))
+    overrides = (
+        f"model._target_={__name__}.TerminatedOnceGRACE",
+        "trainer.epochs=3",
+        "trainer.checkpoint_every=1",
+    )
+    with pytest.raises(TrainingInterrupted, match="after epoch 0; checkpoint written"):
+        train(_train_cfg(outputs_dir, *overrides))
+    killed = _only_run(outputs_dir)
+    assert killed.info.status == "KILLED"
+    (checkpoint,) = (outputs_dir / "checkpoints").rglob("last.pt")  # rank 0's only
+    state = torch.load(checkpoint, weights_only=True)
+    assert state["epoch"] == 0 and not any("replaced" in k for k in state["model"])
+
+    metrics = train(_train_cfg(outputs_dir, *overrides, "resume=true"))
+    run = _only_run(outputs_dir)  # the same run, continued on both ranks
+    assert run.info.run_id == killed.info.run_id and run.info.status == "FINISHED"
+    assert metrics["train/epochs"] == 3.0 and metrics["dist/world_size"] == 2.0
 
 
 def test_configs_that_cannot_run_on_several_processes_are_refused(outputs_dir: Path) -> None:
