@@ -3,8 +3,9 @@
 With ``trainer.devices=1`` (the default) :func:`fit_on_devices` is ``trainer.fit(method, dm)``.
 With ``N > 1`` this process (the Hydra job, which holds the MLflow run) becomes rank 0 of a
 ``torch.distributed`` group and :func:`graphssl.training.distributed.launch` spawns ranks
-``1..N-1``; each of those rebuilds the datamodule and the method from the resolved config
-(:func:`_rank_worker`) and runs the same training loop with no callbacks: only rank 0 logs,
+``1..N-1``; each of those gets rank 0's graph through shared memory (or rebuilds a graph or
+image dataset), builds the method from the resolved config (:func:`_rank_worker`) and runs the
+same training loop with no callbacks: only rank 0 logs,
 checkpoints and evaluates; the other ranks never import MLflow or open the store.
 """
 
@@ -16,8 +17,10 @@ from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from torch_geometric.data import Data
 
 from graphssl.data.base import DataModule
+from graphssl.data.node import InMemoryNodeDataModule
 from graphssl.methods.base import SSLMethod
 from graphssl.tasks.components import build_datamodule, build_method
 from graphssl.training import distributed
@@ -49,12 +52,15 @@ def fit_on_devices(
     if run is not None:
         run.sink.set_tags({"dist/backend": distributed.backend_for(device)})
     container = OmegaConf.to_container(cfg, resolve=True)
+    # one graph: the spawned ranks get rank 0's prepared graph, its tensors moved to shared
+    # memory by torch.multiprocessing's pickler, instead of each loading its own copy
+    graph = None if dm.is_graph_level else dm.data
     threads = distributed.threads_per_rank(devices, cfg.get("num_threads"))
     try:
         return distributed.launch(
             lambda: trainer.fit(method, dm),
             _rank_worker,
-            (container,),
+            (container, graph, dm.name, dm.seed),
             devices,
             device=device,
             timeout_s=trainer.dist_timeout_s,
@@ -64,14 +70,21 @@ def fit_on_devices(
         distributed.revert_sync_batchnorm(method)
 
 
-def _rank_worker(rank: int, container: dict[str, Any]) -> Callable[[], FitResult]:
-    """Rank ``rank`` (>= 1) of a multi-process fit: the datamodule, method and trainer of the
-    config, seeded as rank 0 seeds them; returns their fit, without callbacks, progress bar or
-    epoch log."""
+def _rank_worker(
+    rank: int, container: dict[str, Any], graph: Data | None, name: str, data_seed: int
+) -> Callable[[], FitResult]:
+    """Rank ``rank`` (>= 1) of a multi-process fit: the datamodule (around rank 0's shared
+    ``graph`` when there is one), method and trainer of the config, seeded as rank 0 seeds them;
+    returns their fit, without callbacks, progress bar or epoch log."""
     cfg = OmegaConf.create(container)
     assert isinstance(cfg, DictConfig)
     seed_everything(int(cfg.seed))
-    dm = build_datamodule(cfg)
+    if graph is not None:  # the training loop reads the graph, its name and its seed
+        dm: DataModule = InMemoryNodeDataModule(graph, name=name, split="random", seed=data_seed)
+        dm.setup()
+        seed_everything(int(cfg.seed))  # as rank 0, which built its datamodule after seeding
+    else:
+        dm = build_datamodule(cfg)
     method = build_method(cfg, dm)
     trainer = instantiate(
         cfg.trainer,
