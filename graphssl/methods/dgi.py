@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
+from graphssl.methods.collective import gather_rows
 from graphssl.methods.losses import dgi_bce
 from graphssl.models.encode import encode
 
@@ -16,6 +17,13 @@ from graphssl.models.encode import encode
 def shuffle_nodes(x: Tensor) -> Tensor:
     """DGI's corruption: permute the rows of the feature matrix ``x`` ``(N, F)``."""
     return x[torch.randperm(x.size(0), device=x.device)]
+
+
+def shuffle_batch_nodes(batch: Data) -> Data:
+    """A shallow copy of ``batch`` whose node features are permuted (:func:`shuffle_nodes`)."""
+    corrupted = copy.copy(batch)
+    corrupted.x = shuffle_nodes(batch.x)
+    return corrupted
 
 
 def sigmoid_mean_readout(h: Tensor) -> Tensor:
@@ -52,6 +60,11 @@ class DGI(SSLMethod):
 
     #: the graph and its corruption
     encoder_passes = 2
+    #: the summary and the loss cover the global batch; each process shuffles the features of
+    #: its own sampled nodes (the corruption's distribution, not the batch, is per process)
+    supports_distributed = True
+    #: the corruption of a batch (a named function, replaceable on an instance)
+    corruption = staticmethod(shuffle_batch_nodes)
 
     forward_encoder = "encoder"  # forward() is encode(self.encoder, batch)
 
@@ -63,11 +76,10 @@ class DGI(SSLMethod):
 
     def loss(self, batch: Data) -> dict[str, Tensor]:
         pos = encode(self.encoder, batch, seeds_only=True)
-        corrupted = copy.copy(batch)
-        corrupted.x = shuffle_nodes(batch.x)
-        neg = encode(self.encoder, corrupted, seeds_only=True)
+        neg = encode(self.encoder, self.corruption(batch), seeds_only=True)
         n = int(getattr(batch, "batch_size", pos.size(0)))  # seeds only in mini-batches
-        pos, neg = pos[:n], neg[:n]
+        # on several processes: the summary and the discriminator's loss over the global batch
+        pos, neg = gather_rows(pos[:n]), gather_rows(neg[:n])
         ws = self.weight @ sigmoid_mean_readout(pos)
         pos_logits = pos @ ws + self.bias
         neg_logits = neg @ ws + self.bias

@@ -207,8 +207,8 @@ def _check_devices(cfg: DictConfig) -> None:
         raise ConfigError(
             f"trainer.devices={devices}, but {name}'s loss has not been made exact over the "
             f"batches of several processes (its comparisons or statistics would only see each "
-            f"process's slice); expected a method listed in docs/distributed.md (GRACE, "
-            f"CCA-SSG, BGRL, GraphDINO, GraphCL, InfoGraph, SimCLR, BYOL, DINO) or "
+            f"process's slice); expected a method listed in docs/distributed.md (DGI, "
+            f"GRACE, CCA-SSG, BGRL, GraphDINO, GraphCL, InfoGraph, SimCLR, BYOL, DINO) or "
             f"trainer.devices=1"
         )
     dataset = _target_class(cfg.get("dataset"))

@@ -14,6 +14,7 @@ the other ranks' negatives without gradient must then differ (the check can fail
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import signal
@@ -41,6 +42,7 @@ from graphssl.methods.base import SSLMethod
 from graphssl.methods.bgrl import BGRL
 from graphssl.methods.byol import BYOL
 from graphssl.methods.cca_ssg import CCASSG
+from graphssl.methods.dgi import DGI
 from graphssl.methods.dino import DINO
 from graphssl.methods.grace import GRACE
 from graphssl.methods.graph_dino import GraphDINO
@@ -92,6 +94,28 @@ class KeyedGraphMask:
         out = batch.clone()
         out.x = batch.x * table[batch.gid[batch.batch], position].double()
         return out
+
+
+class KeyedShuffle:
+    """DGI's corruption keyed by global node id: node ``i`` gets the features of node
+    ``perm[i]`` of the whole graph, ``perm`` drawn for this call."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed, self.calls, self.x = seed, 0, _graph().x
+
+    def __call__(self, batch: Data) -> Data:
+        g = torch.Generator().manual_seed(self.seed * 1000 + self.calls)
+        self.calls += 1
+        perm = torch.randperm(NODES, generator=g)
+        out = copy.copy(batch)
+        out.x = self.x[perm[batch.n_id]]
+        return out
+
+
+def _dgi() -> DGI:
+    method = DGI(_sage(), _sgd())
+    method.corruption = KeyedShuffle(10)  # type: ignore[assignment]
+    return method
 
 
 # ---------------------------------------------------------------------------- data
@@ -202,6 +226,7 @@ def _sage() -> SAGEEncoder:
 
 #: name -> (kind, builder); every builder draws its weights after torch.manual_seed(0)
 BUILDERS: dict[str, tuple[str, Callable[[], SSLMethod]]] = {
+    "dgi": ("node", _dgi),
     "grace": ("node", lambda: GRACE(_sage(), _sgd(), KeyedNodeMask(1), KeyedNodeMask(2), 4)),
     "cca_ssg": ("node", lambda: CCASSG(_sage(), _sgd(), KeyedNodeMask(3))),
     "bgrl": (
@@ -561,8 +586,8 @@ def test_configs_that_cannot_run_on_several_processes_are_refused(outputs_dir: P
     walks = _train_cfg(outputs_dir, model="deepwalk")
     with pytest.raises(ConfigError, match=r"DeepWalk.*random walks.*trainer\.devices=1"):
         prepare_train_config(walks)
-    inexact = _train_cfg(outputs_dir, model="dgi")
-    with pytest.raises(ConfigError, match=r"DGI's loss has not been made exact"):
+    inexact = _train_cfg(outputs_dir, model="graphmae")
+    with pytest.raises(ConfigError, match=r"GraphMAE's loss has not been made exact"):
         prepare_train_config(inexact)
     with pytest.raises(ConfigError, match=r"trainer\.num_nodes=2.*expected trainer\.num_nodes=1"):
         prepare_train_config(_train_cfg(outputs_dir, "trainer.num_nodes=2"))
