@@ -15,6 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch_geometric.data import Data
@@ -49,6 +50,7 @@ def fit_on_devices(
     if devices == 1:
         return trainer.fit(method, dm)
     device = str(trainer.device)
+    _check_cuda(trainer.device, devices)
     if run is not None:
         run.sink.set_tags({"dist/backend": distributed.backend_for(device)})
     container = OmegaConf.to_container(cfg, resolve=True)
@@ -68,6 +70,25 @@ def fit_on_devices(
         )
     finally:
         distributed.revert_sync_batchnorm(method)
+
+
+def _check_cuda(device: torch.device, devices: int) -> None:
+    """On CUDA, rank ``r`` uses ``cuda:r``: the run's device must be the first GPU and the
+    machine must have one GPU per rank."""
+    if device.type != "cuda":
+        return
+    if device.index not in (None, 0):
+        raise ValueError(
+            f"trainer.device={device} with trainer.devices={devices}: rank r trains on cuda:r, "
+            f"so the run's device names all GPUs from the first; expected trainer.device=cuda "
+            f"(limit the GPUs with CUDA_VISIBLE_DEVICES)"
+        )
+    available = torch.cuda.device_count()
+    if devices > available:
+        raise ValueError(
+            f"trainer.devices={devices} asks for one GPU per process, but {available} CUDA "
+            f"device(s) are visible; expected trainer.devices <= {available}"
+        )
 
 
 def _rank_worker(
