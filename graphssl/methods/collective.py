@@ -26,6 +26,7 @@ from torch import Tensor
 
 __all__ = [
     "all_reduce_mean",
+    "comm_device",
     "gather_rows",
     "is_distributed",
     "rank",
@@ -47,6 +48,14 @@ def world_size() -> int:
 def rank() -> int:
     """This process's rank in the current process group (``0`` without one)."""
     return dist.get_rank() if is_distributed() else 0
+
+
+def comm_device() -> torch.device:
+    """Where this group's collectives take their tensors: the current GPU under NCCL (which
+    communicates CUDA tensors only), the CPU otherwise."""
+    if is_distributed() and dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 class _GatherRows(torch.autograd.Function):
@@ -100,7 +109,7 @@ def rows_before(rows: int) -> int:
     a group): where this rank's rows start in :func:`gather_rows`'s result."""
     if world_size() == 1:
         return 0
-    count = torch.tensor([rows], dtype=torch.long)
+    count = torch.tensor([rows], dtype=torch.long, device=comm_device())
     counts = [torch.zeros_like(count) for _ in range(world_size())]
     dist.all_gather(counts, count)
     return int(sum(int(c.item()) for c in counts[: rank()]))
@@ -111,6 +120,6 @@ def all_reduce_mean(value: Tensor) -> Tensor:
     """The mean of ``value`` over ranks (a new tensor, no gradient); ``value`` without a group."""
     if world_size() == 1:
         return value
-    out = value.detach().clone()
+    out = value.detach().to(comm_device(), copy=True)
     dist.all_reduce(out, op=dist.ReduceOp.SUM)
-    return out / world_size()
+    return (out / world_size()).to(value.device)

@@ -44,6 +44,7 @@ from torch.utils.data import Sampler
 
 from graphssl.methods.collective import (
     all_reduce_mean,
+    comm_device,
     gather_rows,
     is_distributed,
     rank,
@@ -381,21 +382,22 @@ def broadcast_state(state: T, src: int = 0) -> T:
     ``torch.load(weights_only=True)``, so the receiving ranks run no code from it."""
     if world_size() == 1:
         return state
-    me = rank()
+    me, device = rank(), comm_device()
     if me == src:
         buffer = io.BytesIO()
         torch.save(state, buffer)
-        data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
-        size = torch.tensor([data.numel()], dtype=torch.long)
+        data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8).to(device)
+        size = torch.tensor([data.numel()], dtype=torch.long, device=device)
     else:
-        size = torch.zeros(1, dtype=torch.long)
+        size = torch.zeros(1, dtype=torch.long, device=device)
     dist.broadcast(size, src=src)
     if me != src:
-        data = torch.empty(int(size.item()), dtype=torch.uint8)
+        data = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
     dist.broadcast(data, src=src)
     if me == src:
         return state
-    return torch.load(io.BytesIO(data.numpy().tobytes()), weights_only=True)  # type: ignore[no-any-return]
+    raw = data.cpu().numpy().tobytes()
+    return torch.load(io.BytesIO(raw), weights_only=True, map_location="cpu")  # type: ignore[no-any-return]
 
 
 class GatheredBatchNorm(_BatchNorm):
