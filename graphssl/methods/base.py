@@ -87,6 +87,11 @@ class SSLMethod(nn.Module):
     #: (``encode(self.encoders()[key], batch)``), so extraction may run that encoder on its
     #: own, e.g. layer by layer on a large graph; ``None`` when ``forward`` computes more.
     forward_encoder: str | None = None
+    #: whether the loss is exact on several processes (``trainer.devices > 1``): every row
+    #: comparison and batch statistic of :meth:`loss` covers the global batch
+    #: (:func:`~graphssl.methods.collective.gather_rows`), so ``W`` ranks holding ``B / W`` rows
+    #: each train exactly like one process holding ``B``; the trainer refuses the others
+    supports_distributed: bool = False
 
     def __init__(
         self,

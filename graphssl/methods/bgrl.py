@@ -8,6 +8,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn.inits import reset
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, linear_widths
+from graphssl.methods.collective import gather_rows
 from graphssl.methods.losses import bootstrap_cosine
 from graphssl.methods.momentum import MomentumMethod
 from graphssl.models.augment import GraphAugment, edge_and_feature
@@ -74,6 +75,9 @@ class BGRL(MomentumMethod):
         return sum(widths) + widths[0]  # the BatchNorm of the hidden layer
 
     forward_encoder = "online"  # forward() is encode(self.online, batch)
+    #: the mean over the global batch; the predictor's BatchNorm is synchronised by the
+    #: trainer and the target follows identical online weights on every rank
+    supports_distributed = True
 
     def forward(self, batch: Data) -> Tensor:
         return encode(self.online, batch, seeds_only=True)
@@ -86,4 +90,6 @@ class BGRL(MomentumMethod):
         with torch.no_grad():
             t1 = encode(self.target, v1, seeds_only=True)[:n]
             t2 = encode(self.target, v2, seeds_only=True)[:n]
+        # on several processes: the mean over the global batch (equal whatever each rank holds)
+        p1, p2, t1, t2 = (gather_rows(t) for t in (p1, p2, t1, t2))
         return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}

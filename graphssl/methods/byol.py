@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory
+from graphssl.methods.collective import gather_rows
 from graphssl.methods.image import ImageSSLMethod, views_of
 from graphssl.methods.losses import bootstrap_cosine
 from graphssl.methods.momentum import MomentumMethod
@@ -36,6 +37,7 @@ class BYOL(MomentumMethod, ImageSSLMethod):
 
     target_backbone: nn.Module  # set by add_target
     target_projector: nn.Module
+    supports_distributed = True  # the loss covers the global batch (gather_rows)
 
     def __init__(
         self,
@@ -66,4 +68,5 @@ class BYOL(MomentumMethod, ImageSSLMethod):
         with torch.no_grad():
             g1, g2 = self._encode_views(self.target_backbone, views[:2])
             t1, t2 = self.target_projector(torch.cat([g1, g2])).chunk(2)
+        p1, p2, t1, t2 = (gather_rows(t) for t in (p1, p2, t1, t2))  # the global batch
         return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}

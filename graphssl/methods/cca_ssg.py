@@ -7,6 +7,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
+from graphssl.methods.collective import gather_rows
 from graphssl.models.augment import GraphAugment, edge_and_feature
 from graphssl.models.encode import encode
 
@@ -74,6 +75,7 @@ class CCASSG(SSLMethod):
         return int(self.encoder.out_channels)  # type: ignore[arg-type]  # the standardized copy
 
     forward_encoder = "encoder"  # forward() is encode(self.encoder, batch)
+    supports_distributed = True  # statistics over the global batch (gather_rows)
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
@@ -85,5 +87,7 @@ class CCASSG(SSLMethod):
         n = int(getattr(batch, "batch_size", batch.num_nodes))  # seeds only in mini-batches
         h1 = encode(self.encoder, self.augment(batch), seeds_only=True)[:n]
         h2 = encode(self.encoder, self.augment(batch), seeds_only=True)[:n]
+        # on several processes: standardisation and correlations over the global batch
+        h1, h2 = gather_rows(h1), gather_rows(h2)
         loss, inv, dec = cca_ssg_loss(standardize(h1), standardize(h2), self.lambd)
         return {"loss": loss, "invariance": inv.detach(), "decorrelation": dec.detach()}

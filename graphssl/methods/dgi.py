@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
+from graphssl.methods.collective import gather_rows
 from graphssl.methods.losses import dgi_bce
 from graphssl.models.encode import encode
 
@@ -150,6 +151,9 @@ class DGI(SSLMethod):
 
     #: the graph and its corruption
     encoder_passes = 2
+    #: the summary and the loss cover the global batch; each process shuffles the features of
+    #: its own sampled nodes (the corruption's distribution, not the batch, is per process)
+    supports_distributed = True
 
     forward_encoder = "encoder"  # forward() is encode(self.encoder, batch)
 
@@ -163,7 +167,8 @@ class DGI(SSLMethod):
         pos = encode(self.encoder, batch, seeds_only=True)
         neg = encode(self.encoder, _corrupted(batch, self.corruption), seeds_only=True)
         n = int(getattr(batch, "batch_size", pos.size(0)))  # seeds only in mini-batches
-        pos, neg = pos[:n], neg[:n]
+        # on several processes: the summary and the discriminator's loss over the global batch
+        pos, neg = gather_rows(pos[:n]), gather_rows(neg[:n])
         ws = self.weight @ sigmoid_mean_readout(pos)
         pos_logits = pos @ ws + self.bias
         neg_logits = neg @ ws + self.bias

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory
+from graphssl.methods.collective import gather_rows
 from graphssl.methods.image import ImageSSLMethod, views_of
 from graphssl.methods.losses import dino_loss
 from graphssl.methods.momentum import MomentumMethod, check_unit_interval
@@ -46,6 +47,8 @@ class DINO(MomentumMethod, ImageSSLMethod):
 
     roles = ("student", "teacher")
     evaluated_role = "teacher"
+    supports_distributed = True  # the loss covers the global batch (gather_rows)
+
     center: Tensor
     teacher: nn.Module  # set by add_target
     teacher_head: nn.Module
@@ -113,6 +116,9 @@ class DINO(MomentumMethod, ImageSSLMethod):
         student = [self.student_head(h) for h in self._encode_views(self.student, views)]
         with torch.no_grad():
             teacher = [self.teacher_head(h) for h in self._encode_views(self.teacher, views[:2])]
+        # on several processes: the loss and the centre over the global batch, so the centre
+        # stays identical on every rank
+        student, teacher = [gather_rows(s) for s in student], [gather_rows(t) for t in teacher]
         loss = dino_loss(
             student, teacher, self.center, self.student_temp, self.current_teacher_temp()
         )

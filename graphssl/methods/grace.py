@@ -6,6 +6,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod, linear_widths
+from graphssl.methods.collective import gather_rows
 from graphssl.methods.losses import info_nce
 from graphssl.models.augment import GraphAugment, edge_and_feature
 from graphssl.models.encode import encode
@@ -62,6 +63,7 @@ class GRACE(SSLMethod):
     SIMILARITY_MATRICES = 8
 
     forward_encoder = "encoder"  # forward() is encode(self.encoder, batch)
+    supports_distributed = True  # negatives gathered from every rank, with gradient
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
@@ -79,5 +81,6 @@ class GRACE(SSLMethod):
         h1 = encode(self.encoder, self.augment1(batch), seeds_only=True)
         h2 = encode(self.encoder, self.augment2(batch), seeds_only=True)
         n = int(getattr(batch, "batch_size", h1.size(0)))  # seeds only in mini-batches
-        z1, z2 = self.projector(h1[:n]), self.projector(h2[:n])
+        # on several processes: every rank's seeds, so the negatives span the global batch
+        z1, z2 = gather_rows(self.projector(h1[:n])), gather_rows(self.projector(h2[:n]))
         return {"loss": info_nce(z1, z2, self.tau)}

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, linear_widths
+from graphssl.methods.collective import gather_rows
 from graphssl.methods.losses import dino_cross_entropy
 from graphssl.methods.momentum import MomentumMethod, check_unit_interval
 from graphssl.models.augment import GraphAugment, edge_and_feature
@@ -49,6 +50,7 @@ class GraphDINO(MomentumMethod):
     names_encoder = False
     teacher: nn.Module  # set by add_target
     teacher_head: nn.Module
+    supports_distributed = True  # the loss covers the global batch (gather_rows)
 
     def __init__(
         self,
@@ -102,11 +104,15 @@ class GraphDINO(MomentumMethod):
         n = int(getattr(batch, "batch_size", batch.num_nodes))  # seeds only in mini-batches
         views = [self.augment1(batch), self.augment2(batch)]
         student = [self.student_head(encode(self.student, v, seeds_only=True)[:n]) for v in views]
+        # on several processes: the loss and the centre over the global batch
+        student = [gather_rows(s) for s in student]
         with torch.no_grad():
             teacher = [
-                self.teacher_head(encode(self.teacher, v, seeds_only=True)[:n]) for v in views
+                gather_rows(self.teacher_head(encode(self.teacher, v, seeds_only=True)[:n]))
+                for v in views
             ]
-            probs = [F.softmax((t - self.center) / self.teacher_temp, dim=-1) for t in teacher]
+            center: Tensor = self.center  # type: ignore[assignment]
+            probs = [F.softmax((t - center) / self.teacher_temp, dim=-1) for t in teacher]
             self._batch_center = torch.cat(teacher).mean(dim=0, keepdim=True)
             entropy = torch.stack([-(q * q.clamp_min(1e-12).log()).sum(-1).mean() for q in probs])
         return {

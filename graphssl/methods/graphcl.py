@@ -18,6 +18,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import subgraph as induced_subgraph
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
+from graphssl.methods.collective import gather_rows
 from graphssl.methods.infograph import (
     _require_graph_batches,
     graph_index,
@@ -206,6 +207,8 @@ class GraphCL(SSLMethod):
             step (default: ``None``, a constant learning rate).
     """
 
+    supports_distributed = True  # the loss covers the global batch (gather_rows)
+
     graph_level = True
     supports_mini_batch = False
 
@@ -252,7 +255,8 @@ class GraphCL(SSLMethod):
     def loss(self, batch: Data) -> dict[str, Tensor]:
         z1 = self.projector(self(self.augment1(batch)))
         z2 = self.projector(self(self.augment2(batch)))
-        return {"loss": graphcl_nt_xent(z1, z2, self.tau)}
+        # on several processes: the negatives are the other graphs of the global batch
+        return {"loss": graphcl_nt_xent(gather_rows(z1), gather_rows(z2), self.tau)}
 
 
 def _default_augment(batch: Data) -> Data:

@@ -14,6 +14,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn import global_add_pool, global_mean_pool
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
+from graphssl.methods.collective import gather_rows, rows_before
 
 __all__ = [
     "FeedForward",
@@ -196,6 +197,7 @@ class InfoGraph(SSLMethod):
 
     graph_level = True
     supports_mini_batch = False
+    supports_distributed = True  # nodes and graphs of the global batch (gather_rows)
 
     def __init__(
         self,
@@ -233,6 +235,10 @@ class InfoGraph(SSLMethod):
     def loss(self, batch: Data) -> dict[str, Tensor]:
         local, summary = multi_layer_readout(self.encoder, batch, self.pool, self.concat_layers)
         index, _ = graph_index(batch)
+        # on several processes: every rank's nodes and graphs, so a node's negatives are all the
+        # other graphs of the global batch (its graph ids shifted past the earlier ranks')
+        index = gather_rows(index + rows_before(summary.size(0)))
+        local, summary = gather_rows(local), gather_rows(summary)
         loss = local_global_jsd(
             self.local_discriminator(local), self.global_discriminator(summary), index
         )

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory
+from graphssl.methods.collective import gather_rows
 from graphssl.methods.image import ImageSSLMethod, views_of
 from graphssl.methods.losses import simclr_nt_xent
 from graphssl.models.heads import MLPHead
@@ -30,6 +31,8 @@ class SimCLR(ImageSSLMethod):
         scheduler: partial learning-rate scheduler constructor, stepped after every optimizer
             step (default: ``None``, a constant learning rate).
     """
+
+    supports_distributed = True  # the loss covers the global batch (gather_rows)
 
     def __init__(
         self,
@@ -58,4 +61,5 @@ class SimCLR(ImageSSLMethod):
         h1, h2 = self._encode_views(self.backbone, views[:2])
         # both views through the projector at once: its BatchNorm sees all 2N rows
         z1, z2 = self.projector(torch.cat([h1, h2])).chunk(2)
-        return {"loss": simclr_nt_xent(z1, z2, self.tau)}
+        # on several processes: the negatives of a row are every other row of the global batch
+        return {"loss": simclr_nt_xent(gather_rows(z1), gather_rows(z2), self.tau)}

@@ -4,7 +4,7 @@ identity, the datamodule, the method and the evaluation."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from hydra.core.hydra_config import HydraConfig
@@ -16,9 +16,10 @@ from graphssl.data.base import DataModule
 from graphssl.evaluation import Evaluation
 from graphssl.evaluation.extraction import ExtractionPlan
 from graphssl.methods.base import SSLMethod
-from graphssl.tracking import Launch, RunIdentity
-from graphssl.tracking.identity import config_hash
 from graphssl.utils import check_allocator_mode
+
+if TYPE_CHECKING:
+    from graphssl.tracking import RunIdentity
 
 __all__ = [
     "CALLBACK_KEYS",
@@ -65,6 +66,11 @@ def prepare_train_config(cfg: DictConfig) -> DictConfig:
 def run_identity(cfg: DictConfig) -> RunIdentity:
     """The :class:`~graphssl.tracking.RunIdentity` of a resolved config: its name, config hash,
     outputs folder, resume switch, and how Hydra launched the job (when it did)."""
+    # imported here: the spawned ranks of trainer.devices build from this module and never
+    # import the tracking layer
+    from graphssl.tracking import Launch, RunIdentity
+    from graphssl.tracking.identity import config_hash
+
     launch = Launch()
     if HydraConfig.initialized():
         hc = HydraConfig.get()

@@ -37,6 +37,7 @@ from graphssl.tasks.components import (
     run_name,
     set_threads,
 )
+from graphssl.tasks.devices import fit_on_devices
 from graphssl.tasks.signals import TaskSignals
 from graphssl.tracking import open_run
 from graphssl.training.trainer import TrainingInterrupted
@@ -87,7 +88,7 @@ def _train(cfg: DictConfig, signals: TaskSignals) -> dict[str, float]:
         t0 = time.perf_counter()
         try:
             with allocator(str(cfg.get("cpu_allocator", "reuse"))):
-                fit = trainer.fit(method, dm)
+                fit = fit_on_devices(cfg, trainer, method, dm, run)  # trainer.devices ranks
         except TrainingInterrupted:
             signals.deliver()  # a time-limit warning stopped training: the scheduler's error
             raise

@@ -5,12 +5,13 @@ Checked here: every probe of ``eval.probes`` names an importable ``_target_`` th
 object with ``evaluate``; mini-batch fanouts (``trainer.num_neighbors``,
 ``eval.extraction.num_neighbors``) have one entry per message-passing layer of the encoder;
 ``eval.extraction.mode`` is one of the extraction modes and agrees with ``mini_batch``;
-integers lie in a range the code can use (``trainer.epochs`` at most 10^7, any integer within
-64 bits), and the keys of :data:`INT_BOUNDS` hold integers or null, not text (``trainer.epochs=abc``
-is refused here, before the run is opened); a user's graph file (``dataset=graph_file``) is read
-and checked, has labels when probes are configured, and has training sets of at least the kNN
-probe's ``k`` nodes. Config files that are not UTF-8 or not a mapping are refused while Hydra
-composes them (:func:`install_config_file_checks`).
+``trainer.devices > 1`` asks for a method exact over several processes and, on one graph,
+mini-batches; integers lie in a range the code can use (``trainer.epochs`` at most 10^7, any
+integer within 64 bits), and the keys of :data:`INT_BOUNDS` hold integers or null, not text
+(``trainer.epochs=abc`` is refused here, before the run is opened); a user's graph file
+(``dataset=graph_file``) is read and checked, has labels when probes are configured, and has
+training sets of at least the kNN probe's ``k`` nodes. Config files that are not UTF-8 or not a
+mapping are refused while Hydra composes them (:func:`install_config_file_checks`).
 """
 
 from __future__ import annotations
@@ -216,6 +217,74 @@ def _check_extraction_mode(cfg: DictConfig) -> None:
         )
 
 
+def _target_class(node: Any) -> type | None:
+    """The class a config node's ``_target_`` names, ``None`` when it names none importable
+    (instantiation reports that one with its own message)."""
+    target = node.get("_target_") if isinstance(node, Mapping) else None
+    if not isinstance(target, str):
+        return None
+    from hydra.utils import get_class
+
+    try:
+        return get_class(target)
+    except Exception:  # an unknown or unimportable class: reported where it is built
+        return None
+
+
+def _check_devices(cfg: DictConfig) -> None:
+    """``trainer.devices > 1`` needs a method whose loss is exact over the global batch and
+    batches to shard: refused here, before any process starts."""
+    trainer = cfg.get("trainer") or {}
+    devices = trainer.get("devices", 1)
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise ConfigError(f"trainer.devices={devices!r}; expected a positive integer")
+    nodes = trainer.get("num_nodes", 1)
+    if nodes != 1:
+        raise ConfigError(
+            f"trainer.num_nodes={nodes!r}: graphssl trains one model on the processes of one "
+            f"machine (trainer.devices); expected trainer.num_nodes=1"
+        )
+    if devices == 1:
+        return
+    method = _target_class(cfg.get("model"))
+    name = method.__name__ if method is not None else "the method"
+    if method is not None and getattr(method, "fit_without_gradients", None) is not getattr(
+        _ssl_base(), "fit_without_gradients", None
+    ):
+        raise ConfigError(
+            f"trainer.devices={devices} trains one model by gradient steps on several "
+            f"processes, but {name} (DeepWalk/node2vec) trains gensim's Word2Vec on random "
+            f"walks without gradient steps, which this does not split across processes; set "
+            f"trainer.devices=1 (gensim's own worker threads use the cores)"
+        )
+    if method is not None and not getattr(method, "supports_distributed", False):
+        raise ConfigError(
+            f"trainer.devices={devices}, but {name}'s loss has not been made exact over the "
+            f"batches of several processes (its comparisons or statistics would only see each "
+            f"process's slice); expected a method listed in docs/distributed.md (DGI, "
+            f"GRACE, CCA-SSG, BGRL, GraphDINO, GraphCL, InfoGraph, SimCLR, BYOL, DINO) or "
+            f"trainer.devices=1"
+        )
+    dataset = _target_class(cfg.get("dataset"))
+    node_level = dataset is not None and getattr(dataset, "is_graph_level", True) is False
+    if dataset is not None and node_level and not trainer.get("mini_batch", False):
+        raise ConfigError(
+            f"trainer.devices={devices} asks for {devices} processes, but "
+            f"trainer.mini_batch=false trains full-batch on the one graph of dataset "
+            f"{cfg.dataset.get('name', dataset.__name__)!r}: every process would compute the "
+            f"same step on the whole graph, and there are no batches to split between them. "
+            f"Set trainer.mini_batch=true, so that each epoch's seed nodes are shared out "
+            f"across the processes (trainer.batch_size seeds per process and step), or "
+            f"trainer.devices=1"
+        )
+
+
+def _ssl_base() -> type:
+    from graphssl.methods.base import SSLMethod
+
+    return SSLMethod
+
+
 def validate_train_config(cfg: DictConfig) -> None:
     """Refuse a resolved train config that cannot run, before any work.
 
@@ -228,6 +297,7 @@ def validate_train_config(cfg: DictConfig) -> None:
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
     _check_integers(container)
+    _check_devices(cfg)
     _check_fanouts(cfg)
     _check_extraction_mode(cfg)
     probes = _check_probes((cfg.get("eval") or {}).get("probes"))

@@ -20,13 +20,15 @@ from typing import Any
 
 import torch
 from torch.optim.lr_scheduler import LRScheduler
+from torch.utils.data import DataLoader
 from torch_geometric.data import Data
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from graphssl.data.base import DataModule
-from graphssl.data.sampler import set_loader_epoch
+from graphssl.data.sampler import TorchNeighborSampler, epoch_seed, set_loader_epoch
 from graphssl.methods.base import SSLMethod
+from graphssl.training import distributed
 from graphssl.training.checkpoint import capture_rng, restore_rng
 from graphssl.training.checkpoint import save_checkpoint as write_checkpoint
 
@@ -55,21 +57,27 @@ class FitResult:
     num_batches: int = 0
     sample_seconds: float = 0.0
     loop_seconds: float = 0.0
+    #: ranks that trained the model together (``trainer.devices``)
+    world_size: int = 1
 
     @property
     def losses(self) -> list[float]:
         return [e.metrics["loss"] for e in self.epochs]
 
     def summary(self) -> dict[str, float]:
-        """``train/final_loss``, ``train/epochs`` and ``train/best_epoch``; empty when no epoch
-        ran (e.g. ``trainer.epochs=0``)."""
+        """``train/final_loss``, ``train/epochs`` and ``train/best_epoch`` (and
+        ``dist/world_size`` on several processes); empty when no epoch ran (e.g.
+        ``trainer.epochs=0``)."""
         if not self.epochs:
             return {}
-        return {
+        out = {
             "train/final_loss": self.epochs[-1].metrics["loss"],
             "train/epochs": float(len(self.epochs)),
             "train/best_epoch": float(self.best_epoch),
         }
+        if self.world_size > 1:
+            out["dist/world_size"] = float(self.world_size)
+        return out
 
     def throughput(self) -> dict[str, float]:
         """``time/batches_per_second`` (steps over the batch loop's wall time),
@@ -107,6 +115,8 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
+#: offset between the neighbour-sampling seeds of ranks, so each rank draws its own neighbours
+RANK_SEED_STRIDE = 1_000_000_007
 #: neighbours sampled per hop when ``trainer.num_neighbors`` is not set
 DEFAULT_NEIGHBORS_PER_HOP = 10
 
@@ -210,6 +220,14 @@ class Trainer:
             (default: ``10``).
         limit_batches: train on at most this many batches per epoch (smoke tests,
             ``debug=fast``); ``None`` uses all (default: ``None``).
+        devices: processes (ranks) training this one model; above 1, :meth:`fit` runs inside a
+            ``torch.distributed`` process group of that many ranks, which the train task starts
+            (:func:`graphssl.training.distributed.launch`); ``batch_size`` (or the dataset's
+            batch size) is then per rank (default: ``1``).
+        num_nodes: machines; only ``1`` is supported (default: ``1``).
+        dist_timeout_s: seconds a collective may wait for the other ranks before the fit fails,
+            a guard against hangs that must also cover rank 0's callbacks between epochs
+            (checkpoints, diagnostics, selection probes) (default: ``300``).
     """
 
     def __init__(
@@ -228,7 +246,27 @@ class Trainer:
         memory_budget_gb: float | None = 8.0,
         log_every: int | None = 10,
         limit_batches: int | None = None,
+        devices: int = 1,
+        num_nodes: int = 1,
+        dist_timeout_s: float = 300.0,
     ) -> None:
+        for name, count in (("devices", devices), ("num_nodes", num_nodes)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ValueError(f"trainer.{name} must be a positive integer, got {count!r}")
+        if num_nodes != 1:
+            raise ValueError(
+                f"trainer.num_nodes={num_nodes}: graphssl trains one model on the processes of "
+                f"one machine (trainer.devices); expected trainer.num_nodes=1"
+            )
+        if isinstance(dist_timeout_s, bool) or not (
+            isinstance(dist_timeout_s, int | float) and dist_timeout_s > 0
+        ):
+            raise ValueError(
+                f"trainer.dist_timeout_s must be a positive number of seconds, got "
+                f"{dist_timeout_s!r}"
+            )
+        self.devices, self.num_nodes = devices, num_nodes
+        self.dist_timeout_s = float(dist_timeout_s)
         for name, value in (("epochs", epochs), ("batch_size", batch_size)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(
@@ -302,6 +340,8 @@ class Trainer:
         self._epoch_state: _EpochState | None = None
         self._checkpoints_written = 0
         self._train_loader: tuple[DataModule, Iterable[Data]] | None = None
+        #: in a process group: the graph or image loader of this rank's slices
+        self._rank_loader: tuple[DataModule, DataLoader[Any]] | None = None
 
     def request_stop(self, reason: str) -> None:
         """End :meth:`fit` after the current epoch (its checkpoint written when checkpoints are
@@ -399,6 +439,8 @@ class Trainer:
             )
 
     def _batches(self, datamodule: DataModule, method: SSLMethod, epoch: int) -> Iterable[Data]:
+        if distributed.is_distributed():
+            return self._rank_batches(datamodule, method, epoch)
         if not self.mini_batch:
             return datamodule.train_dataloader()
         # One loader per datamodule, kept across epochs (building it converts the graph to CSC);
@@ -413,7 +455,92 @@ class Trainer:
             set_loader_epoch(loader, epoch)  # type: ignore[arg-type]
         return loader
 
+    def _rank_batches(self, datamodule: DataModule, method: SSLMethod, epoch: int) -> Iterable[Any]:
+        """This rank's batches of ``epoch`` in a process group: its slice of each global batch
+        (:mod:`graphssl.training.distributed`)."""
+        world, me = distributed.world_size(), distributed.rank()
+        if self.mini_batch:
+            if self._train_loader is None or self._train_loader[0] is not datamodule:
+                fanout = self.num_neighbors or default_fanout(method)
+                loader = datamodule.neighbor_loader(fanout, self.batch_size, shuffle=False)
+                sampler = getattr(loader, "node_sampler", None)
+                if isinstance(sampler, TorchNeighborSampler):  # each rank its own draws
+                    sampler.seed += RANK_SEED_STRIDE * me
+                self._train_loader = (datamodule, loader)
+            loader = self._train_loader[1]
+            set_loader_epoch(loader, epoch)  # type: ignore[arg-type]
+            seeds = distributed.node_seed_batches(
+                int(datamodule.data.num_nodes),
+                self.batch_size,
+                epoch_seed(datamodule.seed, epoch),
+                world,
+                me,
+            )
+            return distributed.neighbor_batches(loader, seeds)
+        if self._rank_loader is None or self._rank_loader[0] is not datamodule:
+            self._rank_loader = (datamodule, self._sharded_loader(datamodule, world, me))
+        rank_loader = self._rank_loader[1]
+        sampler = rank_loader.batch_sampler
+        assert isinstance(sampler, distributed.ShardedBatchSampler)
+        sampler.set_epoch(epoch)
+        return rank_loader
+
+    @staticmethod
+    def _sharded_loader(datamodule: DataModule, world: int, me: int) -> DataLoader[Any]:
+        """The datamodule's training loader with this rank's batches of each epoch."""
+        loader = datamodule.train_dataloader()
+        if not isinstance(loader, DataLoader) or loader.batch_size is None:
+            raise ValueError(
+                f"dataset {datamodule.name!r} trains on {type(loader).__name__} batches; "
+                f"trainer.devices={world} shards a torch DataLoader's items across processes"
+            )
+        sampler = distributed.ShardedBatchSampler(
+            len(loader.dataset),  # type: ignore[arg-type]
+            int(loader.batch_size),
+            world,
+            me,
+            seed=datamodule.seed,
+            drop_last=bool(loader.drop_last),
+        )
+        return DataLoader(
+            loader.dataset,
+            batch_sampler=sampler,
+            collate_fn=loader.collate_fn,
+            num_workers=loader.num_workers,
+        )
+
+    def _check_distributed(self, datamodule: DataModule, method: SSLMethod) -> None:
+        """Refuse what several processes cannot train exactly."""
+        world = distributed.world_size()
+        if self.devices * self.num_nodes != world:
+            raise ValueError(
+                f"trainer.devices={self.devices} but this process group has {world} ranks; "
+                f"expected one rank per device"
+            )
+        name = type(method).__name__
+        if not method.supports_distributed:
+            raise ValueError(
+                f"{name} does not train on several processes: its loss has not been made exact "
+                f"over the global batch (docs/distributed.md lists the methods that have); "
+                f"set trainer.devices=1"
+            )
+        if not datamodule.is_graph_level and not self.mini_batch:
+            raise ValueError(
+                f"trainer.devices={self.devices} with full-batch training on the one graph of "
+                f"{datamodule.name!r} would repeat the same step on every process; set "
+                f"trainer.mini_batch=true to shard the seed nodes across processes"
+            )
+
     def steps_per_epoch(self, datamodule: DataModule) -> int:
+        if distributed.is_distributed():
+            world = distributed.world_size()
+            if self.mini_batch:
+                steps = max(1, math.ceil(datamodule.data.num_nodes / (self.batch_size * world)))
+            elif self._rank_loader is not None and self._rank_loader[0] is datamodule:
+                steps = len(self._rank_loader[1])
+            else:
+                steps = len(self._sharded_loader(datamodule, world, distributed.rank()))
+            return steps if self.limit_batches is None else min(steps, self.limit_batches)
         if not self.mini_batch:
             loader = datamodule.train_dataloader()
             steps = len(loader) if isinstance(loader, Sized) else 1
@@ -462,11 +589,24 @@ class Trainer:
     def fit(self, method: SSLMethod, datamodule: DataModule) -> FitResult:
         """Train ``method`` for up to :attr:`epochs` epochs and return the per-epoch losses."""
         datamodule.setup()
+        in_group = distributed.is_distributed()
+        if self.devices * self.num_nodes > 1 and not in_group:
+            raise ValueError(
+                f"trainer.devices={self.devices}: Trainer.fit trains one rank of a "
+                f"torch.distributed process group; start the ranks with "
+                f"graphssl.training.distributed.launch (the train task does)"
+            )
         self._check_mini_batch(datamodule, method)
         self._check_memory_budget(datamodule, method)
+        if in_group:
+            self._check_distributed(datamodule, method)
         method.to(self.device)
-        result = FitResult()
+        result = FitResult(world_size=distributed.world_size())
         self._first_loss = None
+        if in_group:
+            # the same model, optimizer state and resume point on every rank
+            distributed.prepare_method(method, self.device)
+            self._resume_state = distributed.broadcast_state(self._resume_state)
         self.should_stop = False
         self.is_last_epoch = False
         full_graph = datamodule.data if not datamodule.is_graph_level else None
@@ -495,6 +635,7 @@ class Trainer:
             self.optimizer = method.configure_optimizer()
         optimizer = self.optimizer
         assert optimizer is not None
+        params = [p for group in optimizer.param_groups for p in group["params"]]
         max_steps = self.epochs * self.steps_per_epoch(datamodule)
         if self.scheduler is None:
             self.scheduler = method.configure_scheduler(optimizer, max_steps)
@@ -559,6 +700,8 @@ class Trainer:
                     loss = out["loss"]
                     self._check_divergence(method, loss, epoch)
                     loss.backward()
+                    if in_group:  # the mean over ranks: the gradient of the global batch
+                        distributed.sync_gradients(params)
                     if self.grad_clip is not None:
                         torch.nn.utils.clip_grad_norm_(method.parameters(), self.grad_clip)
                     optimizer.step()
@@ -574,11 +717,21 @@ class Trainer:
                 result.num_batches += n_batches
                 result.loop_seconds += time.perf_counter() - t0
                 metrics = {k: v / max(n_batches, 1) for k, v in sums.items()}
+                if in_group:  # every rank logs, stops and selects on the same values
+                    keys = sorted(metrics)
+                    means = distributed.all_reduce_mean(
+                        torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
+                    )
+                    metrics = dict(zip(keys, means.tolist(), strict=True))
                 res = EpochResult(epoch=epoch, metrics=metrics, seconds=time.perf_counter() - t0)
                 result.epochs.append(res)
                 bar.set_postfix(loss=f"{metrics['loss']:.4f}")
                 for cb in self.callbacks:
                     cb.on_epoch_end(self, method, res)
+                if in_group:  # callbacks and signal handlers live on rank 0: its decision
+                    self.should_stop, self._stop_reason = distributed.broadcast_object(
+                        (self.should_stop, self._stop_reason)
+                    )
                 if metrics["loss"] < result.best_loss:
                     result.best_loss, result.best_epoch, bad_epochs = metrics["loss"], epoch, 0
                     if self.patience is not None:

@@ -1,0 +1,125 @@
+"""Collectives the losses use when one model trains on several processes.
+
+Under ``trainer.devices > 1`` every process (rank) holds a slice of the global batch. A loss that
+compares rows with each other (contrastive negatives, cross-correlation matrices, batch means)
+must see the whole global batch, and its gradient must reach the rank that computed each row.
+:func:`gather_rows` does both: it concatenates every rank's rows in rank order, and its backward
+sums the gradient of the global loss from every rank and returns each rank its own rows'.
+
+Every rank then computes the same global loss ``L``; the gradient that reaches rank ``r``'s
+parameters through its rows is ``W · ∂L/∂z_r`` (``W`` ranks, each backward adds one ``∂L/∂z_r``),
+and the trainer averages the parameter gradients over ranks, which gives
+``Σ_r ∂L/∂z_r · ∂z_r/∂θ = ∂L/∂θ``: exactly the gradient of one process holding the whole batch.
+
+Without a process group (or with one rank) every function here returns its input unchanged, so
+the methods call them unconditionally. They live in the methods layer because the losses call
+them; :mod:`graphssl.training.distributed` re-exports them with the process-group machinery.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+__all__ = [
+    "all_reduce_mean",
+    "comm_device",
+    "gather_rows",
+    "is_distributed",
+    "rank",
+    "rows_before",
+    "world_size",
+]
+
+
+def is_distributed() -> bool:
+    """Whether a ``torch.distributed`` process group is initialised in this process."""
+    return dist.is_available() and dist.is_initialized()
+
+
+def world_size() -> int:
+    """Ranks of the current process group (``1`` without one)."""
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def rank() -> int:
+    """This process's rank in the current process group (``0`` without one)."""
+    return dist.get_rank() if is_distributed() else 0
+
+
+def comm_device() -> torch.device:
+    """Where this group's collectives take their tensors: the current GPU under NCCL (which
+    communicates CUDA tensors only), the CPU otherwise."""
+    if is_distributed() and dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+class _GatherRows(torch.autograd.Function):
+    """All-gather along dim 0 with gradient; ranks may hold different numbers of rows."""
+
+    @staticmethod
+    def forward(ctx: Any, local: Tensor) -> Tensor:
+        world = dist.get_world_size()
+        count = torch.tensor([local.shape[0]], dtype=torch.long, device=local.device)
+        counts = [torch.zeros_like(count) for _ in range(world)]
+        dist.all_gather(counts, count)
+        sizes = [int(c.item()) for c in counts]
+        most = max(sizes)
+        padded = local.new_zeros((most, *local.shape[1:]))
+        padded[: local.shape[0]] = local
+        parts = [torch.empty_like(padded) for _ in range(world)]
+        dist.all_gather(parts, padded.contiguous())
+        me = dist.get_rank()
+        ctx.start, ctx.rows = sum(sizes[:me]), sizes[me]
+        return torch.cat([p[:n] for p, n in zip(parts, sizes, strict=True)])
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        # every rank computed the same global loss from the gathered rows: the gradient of this
+        # rank's rows is the sum of what each rank's backward sends them
+        total = grad.contiguous().clone()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        return total[ctx.start : ctx.start + ctx.rows]
+
+
+def gather_rows(local: Tensor) -> Tensor:
+    """Every rank's rows of ``local``, concatenated in rank order, with gradient.
+
+    Args:
+        local: ``(n_r, ...)`` rows of this rank (``n_r`` may differ between ranks).
+
+    Returns:
+        ``(Σ_r n_r, ...)``; ``local`` itself without a process group or with one rank. When
+        ``local`` needs no gradient (e.g. a momentum target's output), neither does the result.
+    """
+    if world_size() == 1:
+        return local
+    if not local.requires_grad:
+        with torch.no_grad():
+            return _GatherRows.apply(local)  # type: ignore[no-any-return]
+    return _GatherRows.apply(local)  # type: ignore[no-any-return]
+
+
+def rows_before(rows: int) -> int:
+    """How many rows the ranks before this one hold, given this rank's ``rows`` (``0`` without
+    a group): where this rank's rows start in :func:`gather_rows`'s result."""
+    if world_size() == 1:
+        return 0
+    count = torch.tensor([rows], dtype=torch.long, device=comm_device())
+    counts = [torch.zeros_like(count) for _ in range(world_size())]
+    dist.all_gather(counts, count)
+    return int(sum(int(c.item()) for c in counts[: rank()]))
+
+
+@torch.no_grad()
+def all_reduce_mean(value: Tensor) -> Tensor:
+    """The mean of ``value`` over ranks (a new tensor, no gradient); ``value`` without a group."""
+    if world_size() == 1:
+        return value
+    out = value.detach().to(comm_device(), copy=True)
+    dist.all_reduce(out, op=dist.ReduceOp.SUM)
+    return (out / world_size()).to(value.device)

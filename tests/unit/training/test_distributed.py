@@ -1,0 +1,684 @@
+"""One model on several processes equals one process on the global batch.
+
+Each supported method trains 3 optimizer steps in float64 twice: on one rank with batch ``B``
+(inside a process group of one, so both runs take the same sharded batches) and on two ranks
+with ``B / 2`` each (rank 0 here, rank 1 spawned by :func:`graphssl.training.distributed.launch`);
+per-step losses and final parameters agree to 1e-6, and the two ranks hold identical weights
+(momentum targets, DINO's centre and synchronised BatchNorm statistics included). The views are
+drawn from one seeded table over the whole dataset and looked up by global node / graph / image
+id, so a row's augmentation does not depend on which rank holds it; node neighbourhoods are
+sampled whole (``num_neighbors=[-1, -1]``) and the encoders aggregate by mean, so a seed's
+embedding does not depend on which other seeds share its batch. A variant of GRACE that gathers
+the other ranks' negatives without gradient must then differ (the check can fail).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, Dataset
+from torch_geometric.data import Data
+
+from graphssl.data.base import DataModule, Split
+from graphssl.data.graph import SyntheticGraphsDataModule
+from graphssl.data.node import InMemoryNodeDataModule
+from graphssl.methods import collective
+from graphssl.methods.base import SSLMethod
+from graphssl.methods.bgrl import BGRL
+from graphssl.methods.byol import BYOL
+from graphssl.methods.cca_ssg import CCASSG
+from graphssl.methods.dgi import DGI
+from graphssl.methods.dino import DINO
+from graphssl.methods.grace import GRACE
+from graphssl.methods.graph_dino import GraphDINO
+from graphssl.methods.graphcl import GraphCL
+from graphssl.methods.infograph import InfoGraph
+from graphssl.methods.losses import info_nce
+from graphssl.methods.simclr import SimCLR
+from graphssl.models.encode import encode
+from graphssl.models.encoders import GINEncoder, SAGEEncoder
+from graphssl.training import distributed
+from graphssl.training.trainer import Trainer
+
+NODES, FEATURES, GRAPHS, IMAGES = 24, 5, 12, 24
+#: global batch of every run: nodes, graphs, images per optimizer step
+GLOBAL_BATCH = {"node": 8, "graph": 4, "image": 8}
+STEPS = 3
+TOL = 1e-6
+
+
+# ---------------------------------------------------------------------------- keyed views
+class KeyedNodeMask:
+    """Feature masking whose mask is row ``n_id`` of a table drawn for this call: a node gets
+    the same view whichever rank samples it."""
+
+    def __init__(self, seed: int, p: float = 0.3) -> None:
+        self.seed, self.p, self.calls = seed, p, 0
+
+    def __call__(self, batch: Data) -> Data:
+        g = torch.Generator().manual_seed(self.seed * 1000 + self.calls)
+        self.calls += 1
+        table = (torch.rand(NODES, FEATURES, generator=g, dtype=torch.float64) >= self.p).double()
+        out = batch.clone()
+        out.x = batch.x * table[batch.n_id]
+        return out
+
+
+class KeyedGraphMask:
+    """GraphCL-style batch view: each node's features masked by a table keyed by (graph id,
+    node position within its graph)."""
+
+    def __init__(self, seed: int, p: float = 0.3) -> None:
+        self.seed, self.p, self.calls = seed, p, 0
+
+    def __call__(self, batch: Any) -> Any:
+        g = torch.Generator().manual_seed(self.seed * 1000 + self.calls)
+        self.calls += 1
+        table = torch.rand(GRAPHS, 64, FEATURES, generator=g, dtype=torch.float64) >= self.p
+        position = torch.arange(batch.num_nodes) - batch.ptr[batch.batch]
+        out = batch.clone()
+        out.x = batch.x * table[batch.gid[batch.batch], position].double()
+        return out
+
+
+class KeyedShuffle:
+    """DGI's corruption keyed by global node id: node ``i`` gets the features of node
+    ``perm[i]`` of the whole graph, ``perm`` drawn for this call. The corruption sees a batch's
+    features only (``corruption(x, edge_index)``), so each row is found in the graph by its
+    values (every node's random features are distinct)."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed, self.calls, self.x = seed, 0, _graph().x
+        self.ids = {tuple(row.tolist()): i for i, row in enumerate(self.x)}
+
+    def __call__(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        g = torch.Generator().manual_seed(self.seed * 1000 + self.calls)
+        self.calls += 1
+        perm = torch.randperm(NODES, generator=g)
+        rows = torch.tensor([self.ids[tuple(row.tolist())] for row in x])
+        return self.x[perm[rows]]
+
+
+def _dgi() -> DGI:
+    method = DGI(_sage(), _sgd())
+    method.corruption = KeyedShuffle(10)  # type: ignore[assignment]
+    return method
+
+
+# ---------------------------------------------------------------------------- data
+def _graph() -> Data:
+    g = torch.Generator().manual_seed(0)
+    edges = torch.randint(0, NODES, (2, 90), generator=g)
+    return Data(x=torch.randn(NODES, FEATURES, generator=g, dtype=torch.float64), edge_index=edges)
+
+
+def _node_data() -> InMemoryNodeDataModule:
+    dm = InMemoryNodeDataModule(_graph(), seed=0)
+    dm.setup()
+    return dm
+
+
+def _graph_data(batch: int) -> SyntheticGraphsDataModule:
+    dm = SyntheticGraphsDataModule(
+        num_graphs=GRAPHS, num_features=FEATURES, batch_size=batch, split="random", seed=0
+    )
+    dm.setup()
+    for i, g in enumerate(dm.graphs):
+        g.gid, g.x = torch.tensor([i]), g.x.double()
+    return dm
+
+
+class _Views(Dataset[tuple[Tensor, ...]]):
+    """Two (or four, with local crops) fixed views per image, drawn once from a seed."""
+
+    def __init__(self, crops: int) -> None:
+        g = torch.Generator().manual_seed(3)
+        self.views = [
+            torch.randn(IMAGES, 3, 4, 4, generator=g, dtype=torch.float64) for _ in range(2)
+        ] + [torch.randn(IMAGES, 3, 2, 2, generator=g, dtype=torch.float64) for _ in range(crops)]
+
+    def __len__(self) -> int:
+        return IMAGES
+
+    def __getitem__(self, i: int) -> tuple[Tensor, ...]:
+        return (*(v[i] for v in self.views), torch.tensor(0))
+
+
+class _ImageData(DataModule):
+    """Images as fixed views, batches from a DataLoader (sharded by the trainer)."""
+
+    is_graph_level = True
+
+    def __init__(self, batch_size: int, crops: int = 0) -> None:
+        super().__init__("views", seed=0)
+        self.batch_size, self.crops = batch_size, crops
+
+    def _setup(self) -> None: ...
+
+    @property
+    def data(self) -> Data:
+        raise AttributeError("no graph")
+
+    @property
+    def num_classes(self) -> int:
+        return 1
+
+    def splits(self) -> list[Split]:
+        return []
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(_Views(self.crops), batch_size=self.batch_size, shuffle=True)
+
+
+class _TinyBackbone(nn.Module):
+    """Images ``[B, 3, H, W]`` → ``[B, 6]``: mean over pixels, then a linear layer."""
+
+    out_channels = 6
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 6)
+
+    def forward(self, x: Tensor) -> Tensor:
+        out: Tensor = self.linear(x.mean(dim=(2, 3)))
+        return out
+
+
+# ---------------------------------------------------------------------------- methods
+class DetachedGRACE(GRACE):
+    """GRACE with the common mistake: the other ranks' rows gathered without gradient (only
+    this rank's own rows carry one), so their negatives push nothing back to their ranks."""
+
+    def loss(self, batch: Data) -> dict[str, Tensor]:
+        n = int(batch.batch_size)
+        z1 = self.projector(encode(self.encoder, self.augment1(batch), seeds_only=True)[:n])
+        z2 = self.projector(encode(self.encoder, self.augment2(batch), seeds_only=True)[:n])
+        return {"loss": info_nce(_gather_detached(z1), _gather_detached(z2), self.tau)}
+
+
+def _gather_detached(z: Tensor) -> Tensor:
+    parts = [torch.empty_like(z) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, z.detach().contiguous())
+    parts[dist.get_rank()] = z
+    return torch.cat(parts)
+
+
+def _sgd() -> Callable[..., torch.optim.Optimizer]:
+    return functools.partial(torch.optim.SGD, lr=0.2, momentum=0.5)
+
+
+def _sage() -> SAGEEncoder:
+    return SAGEEncoder(FEATURES, 8, num_layers=2)
+
+
+#: name -> (kind, builder); every builder draws its weights after torch.manual_seed(0)
+BUILDERS: dict[str, tuple[str, Callable[[], SSLMethod]]] = {
+    "dgi": ("node", _dgi),
+    "grace": ("node", lambda: GRACE(_sage(), _sgd(), KeyedNodeMask(1), KeyedNodeMask(2), 4)),
+    "cca_ssg": ("node", lambda: CCASSG(_sage(), _sgd(), KeyedNodeMask(3))),
+    "bgrl": (
+        "node",
+        lambda: BGRL(_sage(), _sgd(), KeyedNodeMask(4), KeyedNodeMask(5), 16, momentum=0.9),
+    ),
+    "graph_dino": (
+        "node",
+        lambda: GraphDINO(
+            _sage(), _sgd(), KeyedNodeMask(6), KeyedNodeMask(7), 16, 16, 4, momentum=0.9
+        ),
+    ),
+    "graphcl": (
+        "graph",
+        lambda: GraphCL(
+            GINEncoder(FEATURES, 8, num_layers=2), _sgd(), KeyedGraphMask(8), KeyedGraphMask(9)
+        ),
+    ),
+    "infograph": ("graph", lambda: InfoGraph(GINEncoder(FEATURES, 8, num_layers=2), _sgd())),
+    "simclr": ("image", lambda: SimCLR(_TinyBackbone(), _sgd(), 4, 8)),
+    "byol": ("image", lambda: BYOL(_TinyBackbone(), _sgd(), 4, 8, 8, momentum=0.9)),
+    "dino": (
+        "image",
+        lambda: DINO(_TinyBackbone(), _sgd(), 16, 8, 4, momentum=0.9, norm_last_layer=False),
+    ),
+    "grace_detached": (
+        "node",
+        lambda: DetachedGRACE(_sage(), _sgd(), KeyedNodeMask(1), KeyedNodeMask(2), 4),
+    ),
+}
+SUPPORTED = [name for name in BUILDERS if name != "grace_detached"]
+
+
+def _fit(name: str, world: int) -> dict[str, Any]:
+    """Train ``name`` for 3 steps on this rank; its per-step losses and final state."""
+    kind, build = BUILDERS[name]
+    per_rank = GLOBAL_BATCH[kind] // world
+    torch.manual_seed(0)
+    method = build().double()
+    dm: DataModule
+    if kind == "node":
+        dm = _node_data()
+    elif kind == "graph":
+        dm = _graph_data(per_rank)
+    else:
+        dm = _ImageData(per_rank, crops=2 if name == "dino" else 0)
+    trainer = Trainer(
+        epochs=1,
+        mini_batch=kind == "node",
+        num_neighbors=[-1, -1],
+        batch_size=per_rank,
+        limit_batches=STEPS,
+        devices=world,
+        progress=False,
+        log_every=None,
+        memory_budget_gb=None,
+    )
+    losses: list[float] = []
+    step = method.loss
+
+    def recorded(batch: Any) -> dict[str, Tensor]:
+        out = step(batch)
+        losses.append(float(out["loss"].detach()))
+        return out
+
+    method.loss = recorded  # type: ignore[method-assign]
+    trainer.fit(method, dm)
+    assert trainer.global_step == STEPS
+    state = {k: v.detach().clone() for k, v in method.state_dict().items()}
+    return {"losses": losses, "state": state}
+
+
+def _fit_all(world: int) -> dict[str, dict[str, Any]]:
+    return {name: _fit(name, world) for name in BUILDERS}
+
+
+def _rank_worker(rank: int, out: str) -> Callable[[], None]:
+    """Rank 1 of the two-rank run: the same fits, its states saved for the comparison."""
+    return lambda: torch.save(_fit_all(2), Path(out) / f"rank{rank}.pt")
+
+
+@contextmanager
+def _group_of_one() -> Iterator[None]:
+    store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, timeout=timedelta(seconds=60))
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    torch.set_num_threads(1)
+    with _group_of_one():
+        one = _fit_all(1)
+    folder = tmp_path_factory.mktemp("ranks")
+    two = distributed.launch(
+        lambda: _fit_all(2), _rank_worker, (str(folder),), 2, timeout_s=120, threads=1
+    )
+    other = torch.load(folder / "rank1.pt", weights_only=True)
+    return {"one": one, "two": two, "rank1": other}
+
+
+def _max_diff(a: dict[str, Tensor], b: dict[str, Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k].double() - b[k].double()).abs().max()) for k in a if a[k].numel())
+
+
+@pytest.mark.parametrize("name", SUPPORTED)
+def test_two_ranks_equal_one_rank_on_the_global_batch(runs: dict[str, Any], name: str) -> None:
+    one, two, rank1 = runs["one"][name], runs["two"][name], runs["rank1"][name]
+    assert len(one["losses"]) == len(two["losses"]) == STEPS
+    assert two["losses"] == pytest.approx(one["losses"], abs=TOL, rel=0)
+    assert rank1["losses"] == pytest.approx(two["losses"], abs=TOL, rel=0)
+    assert _max_diff(one["state"], two["state"]) < TOL
+    # every rank holds the same model: weights, EMA targets, centres, BatchNorm statistics
+    assert _max_diff(two["state"], rank1["state"]) < TOL
+    # the weights moved, so the equality above is not that of two untouched models
+    torch.manual_seed(0)
+    initial = BUILDERS[name][1]().double().state_dict()
+    assert _max_diff(initial, one["state"]) > 1e-4
+
+
+def test_negatives_gathered_without_gradient_fail_the_equivalence(runs: dict[str, Any]) -> None:
+    one, two = runs["one"]["grace_detached"], runs["two"]["grace_detached"]
+    # the forward is the same global loss at the first step ...
+    assert two["losses"][0] == pytest.approx(one["losses"][0], abs=TOL)
+    # ... but half the gradient is lost, so the weights part
+    assert _max_diff(one["state"], two["state"]) > 1e-4
+
+
+def test_gather_rows_without_a_group_is_the_identity() -> None:
+    z = torch.randn(3, 2, requires_grad=True)
+    assert collective.gather_rows(z) is z and collective.world_size() == 1
+    assert collective.rank() == 0
+
+
+def test_shards_cover_every_item_once_per_epoch() -> None:
+    for count, batch, world in ((24, 4, 2), (25, 4, 2), (7, 3, 3), (5, 1, 4)):
+        parts = [distributed.node_seed_batches(count, batch, 11, world, r) for r in range(world)]
+        steps = {len(p) for p in parts}
+        assert len(steps) == 1  # every rank runs the same number of steps
+        seen = torch.cat([torch.cat(p) for p in parts])
+        assert set(seen.tolist()) == set(range(count))
+        assert len(seen) - count < world  # only a last batch shorter than the ranks is padded
+        sampler = distributed.ShardedBatchSampler(count, batch, world, 0, seed=11)
+        assert len(list(sampler)) == len(sampler) == steps.pop()
+
+
+def test_threads_per_rank_stay_within_the_cores() -> None:
+    cores = len(os.sched_getaffinity(0))
+    for devices in (1, 2, 3, 8):
+        threads = distributed.threads_per_rank(devices)
+        assert threads >= 1 and (devices * threads <= cores or threads == 1)
+    assert distributed.threads_per_rank(1, requested=1) == 1
+
+
+# ---------------------------------------------------------------------------- the train task
+CONF = Path(__file__).resolve().parents[3] / "conf"
+
+
+class DyingGRACE(GRACE):
+    """GRACE whose rank 1 is killed (SIGKILL, no chance to clean up) at its second step."""
+
+    steps = 0
+
+    def loss(self, batch: Data) -> dict[str, Tensor]:
+        self.steps += 1
+        if collective.rank() == 1 and self.steps == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().loss(batch)
+
+
+class StuckGRACE(GRACE):
+    """GRACE whose rank 1 stops answering (sleeps) at its second step."""
+
+    steps = 0
+
+    def loss(self, batch: Data) -> dict[str, Tensor]:
+        self.steps += 1
+        if collective.rank() == 1 and self.steps == 2:
+            time.sleep(3600)
+        return super().loss(batch)
+
+
+class TerminatedGRACE(GRACE):
+    """GRACE that sends SIGTERM to its own process at the second step, on every rank (as a
+    scheduler cancelling a job signals all its processes)."""
+
+    steps = 0
+
+    def loss(self, batch: Data) -> dict[str, Tensor]:
+        self.steps += 1
+        if self.steps == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().loss(batch)
+
+
+class TerminatedOnceGRACE(GRACE):
+    """GRACE that sends SIGTERM to rank 0 at its second step, unless the file named by
+    ``$GRAPHSSL_TEST_SIGNALLED`` exists (it creates it): a job interrupted once."""
+
+    steps = 0
+
+    def loss(self, batch: Data) -> dict[str, Tensor]:
+        self.steps += 1
+        marker = Path(os.environ["GRAPHSSL_TEST_SIGNALLED"])
+        if self.steps == 2 and collective.rank() == 0 and not marker.exists():
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().loss(batch)
+
+
+def _train_cfg(outputs_dir: Path, *overrides: str, model: str = "grace") -> Any:
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(
+            config_name="train",
+            overrides=[
+                "dataset=sbm",
+                f"model={model}",
+                "encoder=sage",
+                "encoder.hidden_channels=16",
+                *(["model.projection_dim=8"] if model == "grace" else []),
+                "trainer.mini_batch=true",
+                "trainer.batch_size=32",
+                "trainer.devices=2",
+                "trainer.epochs=2",
+                "trainer.progress=false",
+                "num_threads=1",
+                "eval.figures=false",
+                "eval.baseline=false",
+                "logger.log_embeddings=false",
+                "logger.log_model=false",
+                f"paths.outputs_dir={outputs_dir}",
+                *overrides,
+            ],
+        )
+
+
+def _only_run(outputs_dir: Path) -> Any:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{outputs_dir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("graphssl")
+    assert exp is not None
+    (run,) = client.search_runs([exp.experiment_id])
+    return run
+
+
+def test_train_task_on_two_processes_logs_one_finished_run(
+    outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphssl.tasks.train import train
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    metrics = train(_train_cfg(outputs_dir))
+    assert metrics["dist/world_size"] == 2.0 and metrics["train/epochs"] == 2.0
+    run = _only_run(outputs_dir)
+    assert run.info.status == "FINISHED"
+    assert run.data.metrics["dist/world_size"] == 2.0
+    assert run.data.tags["dist/backend"] == "gloo"
+    assert run.data.params["trainer.devices"] == "2"
+    assert any(k.startswith("probe/") for k in run.data.metrics)
+
+
+@pytest.mark.slow  # processes killed or stalled mid-run
+def test_a_rank_that_dies_fails_the_run_naming_it(
+    outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphssl.tasks.train import train
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    # the collective timeout is the hang guard; the peer's closed sockets end the fit before it
+    cfg = _train_cfg(outputs_dir, f"model._target_={__name__}.DyingGRACE", "trainer.epochs=5")
+    with pytest.raises(
+        distributed.RankFailedError, match=r"rank 1 \(pid \d+\) was killed by SIGKILL"
+    ):
+        train(cfg)
+    run = _only_run(outputs_dir)
+    assert run.info.status == "FAILED"
+    assert "rank 1" in run.data.tags["error"] and "SIGKILL" in run.data.tags["error"]
+
+
+@pytest.mark.slow  # processes killed or stalled mid-run
+def test_a_rank_that_hangs_fails_the_run_after_the_collective_timeout(
+    outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphssl.tasks.train import train
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = _train_cfg(
+        outputs_dir,
+        f"model._target_={__name__}.StuckGRACE",
+        "trainer.epochs=5",
+        "trainer.dist_timeout_s=5",
+    )
+    with pytest.raises(distributed.RankFailedError, match=r"rank\(s\) 1 were still running"):
+        train(cfg)
+    run = _only_run(outputs_dir)
+    assert run.info.status == "FAILED" and "dist_timeout_s=5" in run.data.tags["error"]
+
+
+@pytest.mark.slow  # processes signalled mid-run
+def test_sigterm_stops_every_rank_after_the_same_epoch_and_kills_the_run(
+    outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphssl.tasks.train import train
+    from graphssl.training.trainer import TrainingInterrupted
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = _train_cfg(outputs_dir, f"model._target_={__name__}.TerminatedGRACE", "trainer.epochs=5")
+    # rank 0 decides: the spawned rank ignores its SIGTERM and stops with rank 0 after epoch 0
+    with pytest.raises(TrainingInterrupted, match="SIGTERM: training stopped after epoch 0"):
+        train(cfg)
+    run = _only_run(outputs_dir)
+    assert run.info.status == "KILLED"
+
+
+@pytest.mark.slow  # a process signalled mid-run, then resumed
+def test_an_interrupted_multi_process_run_resumes_from_rank_0s_checkpoint(
+    outputs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphssl.tasks.train import train
+    from graphssl.training.trainer import TrainingInterrupted
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("GRAPHSSL_TEST_SIGNALLED", str(tmp_path / "signalled"))
+    overrides = (
+        f"model._target_={__name__}.TerminatedOnceGRACE",
+        "trainer.epochs=3",
+        "trainer.checkpoint_every=1",
+    )
+    with pytest.raises(TrainingInterrupted, match="after epoch 0; checkpoint written"):
+        train(_train_cfg(outputs_dir, *overrides))
+    killed = _only_run(outputs_dir)
+    assert killed.info.status == "KILLED"
+    (checkpoint,) = (outputs_dir / "checkpoints").rglob("last.pt")  # rank 0's only
+    state = torch.load(checkpoint, weights_only=True)
+    assert state["epoch"] == 0 and not any("replaced" in k for k in state["model"])
+
+    metrics = train(_train_cfg(outputs_dir, *overrides, "resume=true"))
+    run = _only_run(outputs_dir)  # the same run, continued on both ranks
+    assert run.info.run_id == killed.info.run_id and run.info.status == "FINISHED"
+    assert metrics["train/epochs"] == 3.0 and metrics["dist/world_size"] == 2.0
+
+
+def test_configs_that_cannot_run_on_several_processes_are_refused(outputs_dir: Path) -> None:
+    from graphssl.tasks.components import prepare_train_config
+    from graphssl.tasks.validate import ConfigError
+
+    full_batch = _train_cfg(outputs_dir, "trainer.mini_batch=false")
+    with pytest.raises(ConfigError, match=r"trainer\.devices=2.*trainer\.mini_batch=true"):
+        prepare_train_config(full_batch)
+    walks = _train_cfg(outputs_dir, model="deepwalk")
+    with pytest.raises(ConfigError, match=r"DeepWalk.*random walks.*trainer\.devices=1"):
+        prepare_train_config(walks)
+    inexact = _train_cfg(outputs_dir, model="graphmae")
+    with pytest.raises(ConfigError, match=r"GraphMAE's loss has not been made exact"):
+        prepare_train_config(inexact)
+    with pytest.raises(ConfigError, match=r"trainer\.num_nodes=2.*expected trainer\.num_nodes=1"):
+        prepare_train_config(_train_cfg(outputs_dir, "trainer.num_nodes=2"))
+    assert prepare_train_config(_train_cfg(outputs_dir)).trainer.devices == 2
+
+
+def test_spawned_ranks_never_import_the_tracking_store() -> None:
+    # what a spawned rank imports: torch's spawn entry, then the worker's module
+    code = (
+        "import sys, torch.multiprocessing.spawn, graphssl.tasks.devices; "
+        "bad = sorted(m for m in sys.modules if m.startswith(('mlflow', 'graphssl.tracking'))); "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(CONF.parent), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+
+
+def test_batchnorm_swaps_back_with_the_same_parameters() -> None:
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Sequential(nn.BatchNorm2d(2)))
+    weight, stats = model[1].weight, model[2][0].running_mean
+    distributed._swap_batchnorm(model, distributed.GatheredBatchNorm)
+    assert isinstance(model[1], distributed.GatheredBatchNorm)
+    assert isinstance(model[2][0], distributed.GatheredBatchNorm)
+    assert model[1].weight is weight and model[2][0].running_mean is stats
+    x = torch.randn(5, 3)
+    plain = nn.BatchNorm1d(4)
+    plain.load_state_dict(model[1].state_dict())
+    assert torch.equal(model[1](model[0](x)), plain(model[0](x)))  # one process: plain BN
+    distributed.revert_sync_batchnorm(model)
+    assert type(model[1]) is nn.BatchNorm1d and type(model[2][0]) is nn.BatchNorm2d
+    assert model[1].weight is weight and model[2][0].running_mean is stats
+    assert set(model.state_dict()) == {
+        "0.weight",
+        "0.bias",
+        *(f"1.{k}" for k in plain.state_dict()),
+        *(f"2.0.{k}" for k in plain.state_dict()),
+    }
+
+
+def _sleeping_worker(rank: int) -> Callable[[], None]:
+    return lambda: time.sleep(3600)
+
+
+def _rank_pids(parent: int) -> list[int]:
+    """The spawned ranks of process ``parent`` (children running torch's spawn entry)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and b"multiprocessing.spawn" in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.slow  # a process killed mid-run
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_spawned_ranks_die_with_rank_0() -> None:
+    code = (
+        "from graphssl.training import distributed; import test_distributed as t; "
+        "distributed.launch(lambda: (print('ready', flush=True), t.time.sleep(3600)), "
+        "t._sleeping_worker, (), 2, threads=1)"
+    )
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": f"{CONF.parent}{os.pathsep}{here}", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        (rank1,) = _rank_pids(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    # the kernel kills the orphaned rank (PR_SET_PDEATHSIG); polled, 60 s only as a hang guard
+    for _ in range(600):
+        if not Path(f"/proc/{rank1}").exists() or "Z" in _state(rank1):
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{rank1}").exists() or "Z" in _state(rank1)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
