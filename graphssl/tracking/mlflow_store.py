@@ -173,6 +173,9 @@ def _create_sqlite_store(db: Path) -> None:
         MlflowClient(tracking_uri=f"sqlite:///{tmp}").search_experiments(max_results=1)
         os.replace(tmp, db)
     except Exception as err:
+        # MLflow caches its engine per URI: the next attempt in this process (the same pid, so
+        # the same temporary name) must open a new file, not the cached half-migrated one
+        _forget_engine(f"sqlite:///{tmp}")
         tmp.unlink(missing_ok=True)
         Path(f"{tmp}-journal").unlink(missing_ok=True)
         if _is_disk_full(err):

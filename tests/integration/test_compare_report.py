@@ -239,6 +239,7 @@ def test_report_recovers_planted_correlations(local_store: Path, tmp_path: Path)
     assert "diag/const" in md and "constant" in md  # NaN cell explained
 
 
+@pytest.mark.slow
 def test_report_cli_logs_a_report_run(local_store: Path, cli_env: dict[str, str]) -> None:
     _planted_sweep(local_store)
     # the entry point the graphssl-report console script runs (an installed script may predate

@@ -18,6 +18,10 @@ COMPARE = [sys.executable, "-c", "from graphssl.cli import compare_main; compare
 FAST = ["dataset=sbm", "eval.figures=false", "logger.log_embeddings=false"]
 
 
+# each test here starts a graphssl process (or trains a preset): the full suite runs it
+pytestmark = pytest.mark.slow
+
+
 def _good(path: Path, ids: object = None) -> Path:
     torch.manual_seed(0)
     payload = {"embeddings": torch.randn(40, 4), "ids": torch.arange(40) if ids is None else ids}

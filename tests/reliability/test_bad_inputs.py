@@ -39,6 +39,7 @@ def assert_clean_failure(res, outputs: Path, *needles: str) -> None:
     assert "FINISHED" not in statuses(outputs)
 
 
+@pytest.mark.slow
 def test_unknown_config_option(graphssl_cmd, cli_env, outputs_dir) -> None:
     res = cli(graphssl_cmd, cli_env, "model=dgii")
     assert_clean_failure(
@@ -46,11 +47,13 @@ def test_unknown_config_option(graphssl_cmd, cli_env, outputs_dir) -> None:
     )
 
 
+@pytest.mark.slow
 def test_unknown_key(graphssl_cmd, cli_env, outputs_dir) -> None:
     res = cli(graphssl_cmd, cli_env, "trainer.epochz=3")
     assert_clean_failure(res, outputs_dir, "trainer.epochz")
 
 
+@pytest.mark.slow
 def test_wrong_value_type(graphssl_cmd, cli_env, outputs_dir) -> None:
     res = cli(graphssl_cmd, cli_env, *FAST, "trainer.epochs=abc")
     assert_clean_failure(res, outputs_dir, "trainer.epochs must be an integer, got 'abc'")
@@ -58,6 +61,7 @@ def test_wrong_value_type(graphssl_cmd, cli_env, outputs_dir) -> None:
     assert statuses(outputs_dir) == []  # refused before the run is opened
 
 
+@pytest.mark.slow
 def test_dataset_folder_missing(graphssl_cmd, cli_env, outputs_dir, tmp_path) -> None:
     env = dict(cli_env, GRAPHSSL_DATA_DIR=str(tmp_path / "missing"))
     # Cora loads the copy packaged with graphssl; CiteSeer has none
@@ -68,6 +72,7 @@ def test_dataset_folder_missing(graphssl_cmd, cli_env, outputs_dir, tmp_path) ->
     assert statuses(outputs_dir) == []  # the data is loaded before the run is opened
 
 
+@pytest.mark.slow
 def test_corrupt_raw_file(graphssl_cmd, cli_env, outputs_dir, tmp_path, data_dir) -> None:
     root = tmp_path / "data"
     # only the raw files: a processed/ folder an earlier run left must not decide the result
@@ -85,6 +90,7 @@ def test_corrupt_raw_file(graphssl_cmd, cli_env, outputs_dir, tmp_path, data_dir
     )
 
 
+@pytest.mark.slow
 def test_k_larger_than_training_set(graphssl_cmd, cli_env, outputs_dir) -> None:
     """Recovered from before training: k becomes the training split's size, with a warning."""
     res = cli(graphssl_cmd, cli_env, *FAST, "eval.probes.knn.k=5000")
@@ -95,12 +101,14 @@ def test_k_larger_than_training_set(graphssl_cmd, cli_env, outputs_dir) -> None:
     assert statuses(outputs_dir) == ["FINISHED"]
 
 
+@pytest.mark.slow
 def test_empty_split(graphssl_cmd, cli_env, outputs_dir) -> None:
     res = cli(graphssl_cmd, cli_env, *FAST, "dataset.val_frac=0.0")
     assert_clean_failure(res, outputs_dir, "split is empty")
     assert statuses(outputs_dir) == ["FAILED"]
 
 
+@pytest.mark.slow
 def test_selection_on_an_unconfigured_probe(graphssl_cmd, cli_env, outputs_dir) -> None:
     res = cli(
         graphssl_cmd, cli_env, *FAST, "callbacks.selection.every=1", "callbacks.selection.probe=svm"
@@ -108,6 +116,7 @@ def test_selection_on_an_unconfigured_probe(graphssl_cmd, cli_env, outputs_dir) 
     assert_clean_failure(res, outputs_dir, "callbacks.selection.probe='svm'", "['knn', 'logreg']")
 
 
+@pytest.mark.slow
 def test_unwritable_output_folder(graphssl_cmd, cli_env, tmp_path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
@@ -117,9 +126,11 @@ def test_unwritable_output_folder(graphssl_cmd, cli_env, tmp_path) -> None:
     assert str(blocker) in res.stderr
 
 
+@pytest.mark.slow
 def test_unreachable_tracking_server(graphssl_cmd, cli_env, outputs_dir) -> None:
     env = dict(cli_env, MLFLOW_TRACKING_URI="http://127.0.0.1:9")
-    res = cli(graphssl_cmd, env, *FAST, timeout=240)
+    # a short wait: the refusal is what is tested, not the retries (tested in test_store_faults)
+    res = cli(graphssl_cmd, env, *FAST, "logger.store_wait_s=3", timeout=240)
     assert_clean_failure(res, outputs_dir, "http://127.0.0.1:9", "unreachable")
 
 
