@@ -3,6 +3,7 @@
 Everything here consumes tensors (embeddings, labels, masks); nothing imports a method.
 """
 
+from graphssl.evaluation._deprecated import old_names
 from graphssl.evaluation.aggregate import mean_std
 from graphssl.evaluation.diagnostics import (
     HIGHER_IS_BETTER,
@@ -77,20 +78,9 @@ __all__ = [
     "stable_rank",
 ]
 
-#: probe class names before the rename, kept for one release
-_OLD_NAMES = {
-    "KNNEvaluator": "KNNProbe",
-    "LogRegEvaluator": "LogRegProbe",
-    "RidgeEvaluator": "RidgeProbe",
-}
 
-
-def __getattr__(name: str) -> object:
-    """An old probe class name, with a :class:`DeprecationWarning`."""
-    if name not in _OLD_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import sys
-
-    from graphssl.evaluation._deprecated import renamed
-
-    return renamed(__name__, name, sys.modules[__name__], _OLD_NAMES)
+#: probe class names before the rename, answered for one release with a DeprecationWarning
+__getattr__ = old_names(
+    __name__,
+    {"KNNEvaluator": "KNNProbe", "LogRegEvaluator": "LogRegProbe", "RidgeEvaluator": "RidgeProbe"},
+)

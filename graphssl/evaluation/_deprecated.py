@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-__all__ = ["renamed"]
+__all__ = ["old_names", "renamed"]
 
 
 def renamed(old_module: str, name: str, module: ModuleType, classes: dict[str, str]) -> Any:
@@ -28,3 +30,15 @@ def renamed(old_module: str, name: str, module: ModuleType, classes: dict[str, s
             stacklevel=3,
         )
     return getattr(module, new)
+
+
+def old_names(module_name: str, classes: dict[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``module_name`` that answers the old class names in
+    ``classes`` (``old -> new``), each use with a :class:`DeprecationWarning`."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in classes:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+        return renamed(module_name, name, sys.modules[module_name], classes)
+
+    return __getattr__

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from graphssl.evaluation._checks import as_float_matrix
+from graphssl.evaluation._deprecated import old_names
 from graphssl.evaluation.grid_search import (
     check_inner_folds,
     positive_grid,
@@ -146,16 +147,5 @@ class CVLogRegProbe(Probe):
         )
 
 
-#: class names before the rename, kept for one release (:func:`__getattr__`)
-_RENAMED = {"CVLogRegEvaluator": "CVLogRegProbe"}
-
-
-def __getattr__(name: str) -> Any:
-    """An old class name, with a :class:`DeprecationWarning`."""
-    if name not in _RENAMED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import sys
-
-    from graphssl.evaluation._deprecated import renamed
-
-    return renamed(__name__, name, sys.modules[__name__], _RENAMED)
+#: class names before the rename, answered for one release with a DeprecationWarning
+__getattr__ = old_names(__name__, {"CVLogRegEvaluator": "CVLogRegProbe"})

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from graphssl.evaluation._checks import as_float_matrix
+from graphssl.evaluation._deprecated import old_names
 from graphssl.evaluation.probe import Probe, Task
 from graphssl.evaluation.probe_inputs import (
     ArrayLike,
@@ -188,16 +189,5 @@ class RidgeProbe(Probe):
         )
 
 
-#: class names before the rename, kept for one release (:func:`__getattr__`)
-_RENAMED = {"RidgeEvaluator": "RidgeProbe"}
-
-
-def __getattr__(name: str) -> Any:
-    """An old class name, with a :class:`DeprecationWarning`."""
-    if name not in _RENAMED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import sys
-
-    from graphssl.evaluation._deprecated import renamed
-
-    return renamed(__name__, name, sys.modules[__name__], _RENAMED)
+#: class names before the rename, answered for one release with a DeprecationWarning
+__getattr__ = old_names(__name__, {"RidgeEvaluator": "RidgeProbe"})

@@ -14,13 +14,13 @@ from graphssl.evaluation.cv_logreg_probe import CVLogRegProbe
 from graphssl.evaluation.svc_probe import SVCProbe
 
 OLD = [
-    ("graphssl.evaluation.knn_probe", "KNNProbe", KNNProbe),
-    ("graphssl.evaluation.logreg_probe", "LogRegProbe", LogRegProbe),
-    ("graphssl.evaluation.ridge_probe", "RidgeProbe", RidgeProbe),
-    ("graphssl.evaluation.cv_logreg_probe", "CVLogRegProbe", CVLogRegProbe),
-    ("graphssl.evaluation.svc_probe", "SVCProbe", SVCProbe),
-    ("graphssl.evaluation.adam_probe", "AdamLinearProbe", AdamLinearProbe),
-    ("graphssl.evaluation", "LogRegProbe", LogRegProbe),
+    ("graphssl.evaluation.knn", "KNNEvaluator", KNNProbe),
+    ("graphssl.evaluation.linear_probe", "LogRegEvaluator", LogRegProbe),
+    ("graphssl.evaluation.regression_probe", "RidgeEvaluator", RidgeProbe),
+    ("graphssl.evaluation.cv_logreg_probe", "CVLogRegEvaluator", CVLogRegProbe),
+    ("graphssl.evaluation.svc_probe", "SVCEvaluator", SVCProbe),
+    ("graphssl.evaluation.adam_probe", "AdamLinearEvaluator", AdamLinearProbe),
+    ("graphssl.evaluation", "LogRegEvaluator", LogRegProbe),
 ]
 
 
@@ -33,12 +33,12 @@ def test_an_old_name_warns_and_is_the_new_class(module: str, name: str, new: typ
 
 def test_a_stored_config_naming_an_old_target_still_builds() -> None:
     with pytest.warns(DeprecationWarning):
-        probe = instantiate({"_target_": "graphssl.evaluation.knn_probe.KNNProbe", "k": 3})
+        probe = instantiate({"_target_": "graphssl.evaluation.knn.KNNEvaluator", "k": 3})
     assert isinstance(probe, KNNProbe) and probe.k == 3
 
 
 def test_an_old_module_forwards_its_other_names_and_refuses_unknown_ones() -> None:
-    import graphssl.evaluation.logreg_probe as old
+    import graphssl.evaluation.linear_probe as old
 
     with pytest.warns(DeprecationWarning, match="logreg_probe.DEFAULT_WEIGHT_DECAYS"):
         grid = old.DEFAULT_WEIGHT_DECAYS
