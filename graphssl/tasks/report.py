@@ -101,24 +101,10 @@ def run_report(cfg: DictConfig) -> Report | Leaderboard:
         "graphssl.report.n_runs": str(report.n_runs),
         "graphssl.report.average_by": str(cfg.get("average_by")),
     }
-    if parent:
-        artifacts.log_folder(store, str(parent), out_dir, "report")
-        artifacts.log_metrics_to(store, str(parent), metrics)
-        artifacts.set_tags_on(store, str(parent), tags)
-        where = f"parent run {parent}, artifacts under report/"
-    else:
-        assert experiment is not None
-        with store.start_run(
-            str(cfg.run_name),
-            experiment_name=experiment,
-            tags={artifacts.ROLE_TAG: "report", **tags},
-        ) as tracker:
-            params = flatten(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
-            tracker.log_params({k: v for k, v in params.items() if not k.startswith("paths.")})
-            tracker.log_metrics(metrics)
-            for p in paths:
-                tracker.log_artifact(p)
-            where = f"report run {tracker.run_id}"
+    assert parent or experiment is not None
+    where = _log_report(
+        store, cfg, parent, str(experiment), out_dir, "report", metrics, tags, paths
+    )
     print(text)
     print(f"\n(logged to {where}; files in {out_dir})")
     return report
@@ -191,26 +177,43 @@ def run_leaderboard(cfg: DictConfig) -> Leaderboard:
         "graphssl.report.n_runs": str(board.n_runs),
         "graphssl.report.rows": str(len(board.rows)),
     }
-    if parent:
-        artifacts.log_folder(store, str(parent), out_dir, "leaderboard")
-        artifacts.log_metrics_to(store, str(parent), metrics)
-        artifacts.set_tags_on(store, str(parent), tags)
-        where = f"parent run {parent}, artifacts under leaderboard/"
-    else:
+    target = None
+    if not parent:
         target = compare_experiment(
             store, str(cfg.logger.experiment_name), experiment_name=experiment, run_ids=run_ids
         )
-        with store.start_run(
-            str(cfg.run_name),
-            experiment_name=target,
-            tags={artifacts.ROLE_TAG: "report", **tags},
-        ) as tracker:
-            params = flatten(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
-            tracker.log_params({k: v for k, v in params.items() if not k.startswith("paths.")})
-            tracker.log_metrics(metrics)
-            for p in paths:
-                tracker.log_artifact(p)
-            where = f"report run {tracker.run_id}"
+    where = _log_report(
+        store, cfg, parent, str(target), out_dir, "leaderboard", metrics, tags, paths
+    )
     print(text)
     print(f"\n(logged to {where}; files in {out_dir})")
     return board
+
+
+def _log_report(
+    store: TrackingStore,
+    cfg: DictConfig,
+    parent: str | None,
+    experiment: str,
+    out_dir: Path,
+    folder: str,
+    metrics: dict[str, float],
+    tags: dict[str, str],
+    paths: list[Path],
+) -> str:
+    """Log a report's files, metrics and tags under the sweep ``parent`` (in ``folder/``), or
+    into a new report run of ``experiment``; returns where, in words."""
+    if parent:
+        artifacts.log_folder(store, str(parent), out_dir, folder)
+        artifacts.log_metrics_to(store, str(parent), metrics)
+        artifacts.set_tags_on(store, str(parent), tags)
+        return f"parent run {parent}, artifacts under {folder}/"
+    with store.start_run(
+        str(cfg.run_name), experiment_name=experiment, tags={artifacts.ROLE_TAG: "report", **tags}
+    ) as tracker:
+        params = flatten(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+        tracker.log_params({k: v for k, v in params.items() if not k.startswith("paths.")})
+        tracker.log_metrics(metrics)
+        for p in paths:
+            tracker.log_artifact(p)
+        return f"report run {tracker.run_id}"
