@@ -17,6 +17,13 @@ cancelled with ``scancel``, past its time limit); the launching process then clo
 while the other jobs still run, and the parent run counts them as failed. Here every job is
 waited for and a dead one is reported as a failed job naming it.
 
+**Stopping a joblib sweep.** Ctrl-C or SIGTERM to the launching process (a KeyboardInterrupt
+there, see :mod:`graphssl.tracking.sweep`) starts no further job and ends every worker:
+SIGTERM first, so a training job ends its run ``KILLED`` after its current epoch, SIGKILL for
+whatever is left after a grace period. Each worker also asks the kernel for SIGTERM when the
+launching process dies (``PR_SET_PDEATHSIG``), so a launcher killed with SIGKILL leaves no
+worker training on.
+
 Either way the sweep exits non-zero, and the sweep callback (:mod:`graphssl.tracking.sweep`)
 marks the dead job's MLflow run — left ``RUNNING`` by its process — ``KILLED`` and records the
 counts on the parent. Hydra only instantiates launchers from its ``hydra_plugins`` package, so
@@ -30,6 +37,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,6 +45,8 @@ from typing import Any
 from unittest import mock
 
 from hydra.core.utils import JobReturn, JobStatus
+
+from graphssl.processes import die_with_parent, end_processes
 
 __all__ = ["WorkerDiedError", "install"]
 
@@ -52,6 +62,8 @@ _THREAD_VARS = (
     "NUMEXPR_NUM_THREADS",
 )
 _PATCHED = "_graphssl_survives_dead_workers"
+#: seconds a stopped sweep's workers get to end their runs after SIGTERM before SIGKILL
+_STOP_GRACE_S = 20.0
 
 
 class WorkerDiedError(RuntimeError):
@@ -113,17 +125,27 @@ def joblib_launch(
     singleton_state = Singleton.get_state()
     env = {v: os.environ.get(v, str(max(1, cpu_count() // n_jobs))) for v in _THREAD_VARS}
 
+    stopping = threading.Event()
+    executors: list[Any] = []
+    parent_pid = os.getpid()
+
     def slot() -> None:
         executor: Any = None
         try:
-            while True:
+            while not stopping.is_set():
                 try:
                     i = todo.get_nowait()
                 except queue.Empty:
                     return
                 idx = initial_job_idx + i
                 if executor is None:
-                    executor = ProcessPoolExecutor(max_workers=1, env=env)
+                    executor = ProcessPoolExecutor(
+                        max_workers=1,
+                        env=env,
+                        initializer=die_with_parent,
+                        initargs=(signal.SIGTERM, parent_pid),
+                    )
+                    executors.append(executor)
                 future = executor.submit(
                     execute_job,
                     idx,
@@ -135,7 +157,9 @@ def joblib_launch(
                 )
                 try:
                     results[i] = future.result()
-                except Exception as err:
+                except BaseException as err:  # a job ended by SIGTERM returns KeyboardInterrupt
+                    if stopping.is_set():
+                        return
                     if executor._flags.broken is not None:  # the worker is gone
                         err = WorkerDiedError(
                             f"job #{idx} ({' '.join(filter_overrides(job_overrides[i]))}): its "
@@ -151,10 +175,32 @@ def joblib_launch(
                 executor.shutdown(wait=True)
 
     threads = [threading.Thread(target=slot, daemon=True) for _ in range(n_jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    except BaseException:
+        # Ctrl-C or SIGTERM (a KeyboardInterrupt, see graphssl.tracking.sweep): start no other
+        # job and end the workers — SIGTERM first, so a training job ends its run KILLED; a
+        # worker still there after the grace period is killed and its run marked KILLED by
+        # the sweep parent's closing
+        stopping.set()
+        never = 0
+        while True:
+            try:
+                todo.get_nowait()
+            except queue.Empty:
+                break
+            never += 1
+        from graphssl.tracking.sweep import set_active_sweep_tags
+
+        set_active_sweep_tags({"jobs_not_started": str(never)})
+        workers = [p for ex in list(executors) for p in (ex._processes or {}).values()]
+        end_processes(workers, grace=_STOP_GRACE_S)
+        for t in threads:
+            t.join(timeout=_STOP_GRACE_S)
+        raise
     done = [r for r in results if r is not None]
     assert len(done) == len(job_overrides), "every job must have a result"
     return done
