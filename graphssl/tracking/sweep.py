@@ -331,15 +331,12 @@ def config_pickle(config: DictConfig) -> bytes:
     import copy
     import pickle
 
-    from omegaconf import open_dict, read_write
-
     try:
         return pickle.dumps(config, protocol=4)
     except (pickle.PicklingError, TypeError, AttributeError):
         pass
     config = copy.deepcopy(config)
-    with read_write(config), open_dict(config):
-        _untype_unimportable(config.hydra)
+    _untype_unimportable(config.hydra)
     return pickle.dumps(config, protocol=4)
 
 
@@ -348,7 +345,7 @@ def _untype_unimportable(node: DictConfig) -> None:
     (another class object stands under its module and name) by their plain values."""
     import sys
 
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf, open_dict, read_write
 
     for key in list(node.keys()):
         child = node._get_node(key)
@@ -359,6 +356,9 @@ def _untype_unimportable(node: DictConfig) -> None:
         for part in getattr(cls, "__qualname__", "").split("."):
             found = getattr(found, part, None)
         if cls is not None and cls is not dict and found is not cls:
-            node[key] = OmegaConf.create(OmegaConf.to_container(child, resolve=False))
+            plain = OmegaConf.create(OmegaConf.to_container(child, resolve=False))
+            with read_write(node), open_dict(node):  # Hydra marks its node read-only
+                node[key] = plain
+            OmegaConf.set_readonly(node[key], OmegaConf.is_readonly(child))
         else:
             _untype_unimportable(child)

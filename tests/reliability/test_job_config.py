@@ -27,6 +27,7 @@ def test_a_config_typed_by_a_reimported_class_is_pickled_plain(monkeypatch) -> N
     cfg = OmegaConf.create({"a": 1, "hydra": OmegaConf.structured(HydraConf)})
     cfg.hydra.launcher = OmegaConf.structured(_Launcher)
     OmegaConf.set_struct(cfg, True)
+    OmegaConf.set_readonly(cfg.hydra, True)  # as Hydra leaves it
     # what Hydra's plugin loader does: the module now holds another class of the same name
     monkeypatch.setattr(sys.modules[__name__], "_Launcher", type("_Launcher", (), {}))
     with pytest.raises(pickle.PicklingError):
