@@ -8,6 +8,7 @@ the parent's id into the sweep folder where every job — in this process or ano
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -323,7 +324,9 @@ def config_pickle(config: DictConfig) -> bytes:
 
     In a worker process of the joblib launcher the config's launcher node is typed by a
     structured-config class that Hydra's plugin loader imported a second time, so pickle
-    cannot find it by name (``PicklingError: ... it's not the same object as ...``). Each node
+    cannot find it by name (``PicklingError: ... it's not the same object as ...``). The
+    ``hydra`` node is stored resolved (``--experimental-rerun`` has no ``${now:...}``
+    resolver, and a sweep job's task reads ``hydra.sweep.dir``). Each node
     of ``hydra`` that cannot be pickled is replaced by the same values without the
     structured-config type; the ``hydra`` node itself stays a ``HydraConf``, which the rerun
     requires.
@@ -331,11 +334,16 @@ def config_pickle(config: DictConfig) -> bytes:
     import copy
     import pickle
 
+    from omegaconf import OmegaConf, read_write
+
+    config = copy.deepcopy(config)
+    # the rerun registers no ``now`` resolver: the job's folders are stored as they resolved
+    with contextlib.suppress(Exception), read_write(config.hydra):
+        OmegaConf.resolve(config.hydra)
     try:
         return pickle.dumps(config, protocol=4)
     except (pickle.PicklingError, TypeError, AttributeError):
         pass
-    config = copy.deepcopy(config)
     _untype_unimportable(config.hydra)
     return pickle.dumps(config, protocol=4)
 
