@@ -138,6 +138,8 @@ def _start_sweep(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=group,  # its own process group, as a terminal's foreground job
+        # a shell's background job (CI) ignores SIGINT, and the child would inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
