@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
@@ -168,10 +170,18 @@ def interrupted_line(err: BaseException) -> str:
 
     why = str(err) or "Ctrl-C"
     runs = _killed_runs(err)
+    # a second Ctrl-C (or SIGTERM) while the parent is being closed would raise inside the
+    # store calls and print their tracebacks: both are ignored until it is closed
+    held: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         sweep = stop_active_sweep(why)
     except Exception as failure:  # the store is away: say so in the same line
         sweep = f"the sweep parent could not be closed ({type(failure).__name__}: {failure})"
+    finally:
+        for s, handler in held.items():
+            signal.signal(s, handler)
     if sweep is not None:
         return f"interrupted ({why}); {sweep}"
     where = f"run {', '.join(runs)} marked KILLED" if runs else "no run was started"
