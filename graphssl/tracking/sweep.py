@@ -92,8 +92,8 @@ def close_parent(
             mark_killed(
                 client,
                 child,
-                f"the job's process ended without closing the run ({interrupted}); marked "
-                f"KILLED when the sweep was stopped"
+                f"the job's process ended without closing the run; marked KILLED when the "
+                f"sweep was stopped ({interrupted})"
                 if interrupted
                 else "the job's process ended without closing the run (killed worker?); marked "
                 "KILLED when the sweep ended",
@@ -293,7 +293,9 @@ class MLflowSweepCallback(Callback):
         return (
             f"{runs}sweep parent {parent['run_id']} marked KILLED ({started} job"
             f"{'s' if started != 1 else ''} started, {counts.get('children_finished', 0)} "
-            f"finished" + (f", {not_started} never started" if not_started else "") + ")"
+            f"finished"
+            + (f", {not_started} never started" if not_started not in (None, "0") else "")
+            + ")"
         )
 
 
