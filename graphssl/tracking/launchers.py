@@ -21,8 +21,8 @@ waited for and a dead one is reported as a failed job naming it.
 there, see :mod:`graphssl.tracking.sweep`) starts no further job and ends every worker:
 SIGTERM first, so a training job ends its run ``KILLED`` after its current epoch, SIGKILL for
 whatever is left after a grace period. Each worker also asks the kernel for SIGTERM when the
-launching process dies (``PR_SET_PDEATHSIG``), so a launcher killed with SIGKILL leaves no
-worker training on.
+launching process dies (``PR_SET_PDEATHSIG``) and exits once it is gone and no job runs, so a
+launcher killed with SIGKILL leaves no worker behind.
 
 Either way the sweep exits non-zero, and the sweep callback (:mod:`graphssl.tracking.sweep`)
 marks the dead job's MLflow run — left ``RUNNING`` by its process — ``KILLED`` and records the
@@ -39,6 +39,7 @@ import os
 import queue
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ from unittest import mock
 
 from hydra.core.utils import JobReturn, JobStatus
 
-from graphssl.processes import die_with_parent, end_processes
+from graphssl.processes import die_with_parent, end_processes, watch_parent
 
 __all__ = ["WorkerDiedError", "install"]
 
@@ -92,13 +93,45 @@ def _n_jobs(value: Any, n_tasks: int, cpus: int) -> int:
     return max(1, min(n, n_tasks))
 
 
+#: set in a joblib worker while it runs a job
+_BUSY = threading.Event()
+
+
+def _init_worker(parent_pid: int) -> None:
+    """In each joblib worker: end with the launching process.
+
+    The kernel sends SIGTERM when the launcher dies (a training job then ends its run
+    ``KILLED`` after its epoch); an idle loky worker would then wait for work forever on a
+    pipe that its sibling workers keep open, so a watchdog thread ends the worker as soon as
+    the launcher is gone and no job is running.
+    """
+    die_with_parent(signal.SIGTERM, parent_pid)
+    watch_parent(_exit_when_idle, parent_pid)
+
+
+def _exit_when_idle() -> None:
+    while _BUSY.is_set():
+        time.sleep(0.2)
+    os._exit(128 + signal.SIGTERM)
+
+
+def _run_job(*args: Any) -> Any:
+    """Hydra's ``execute_job`` in a worker, marked busy for the watchdog."""
+    from hydra_plugins.hydra_joblib_launcher._core import execute_job
+
+    _BUSY.set()
+    try:
+        return execute_job(*args)
+    finally:
+        _BUSY.clear()
+
+
 def joblib_launch(
     launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> Sequence[JobReturn]:
     """``JoblibLauncher.launch`` with one loky worker per slot (see the module docstring)."""
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
-    from hydra_plugins.hydra_joblib_launcher._core import execute_job
     from joblib.externals.loky import cpu_count
     from joblib.externals.loky.process_executor import ProcessPoolExecutor
 
@@ -140,14 +173,11 @@ def joblib_launch(
                 idx = initial_job_idx + i
                 if executor is None:
                     executor = ProcessPoolExecutor(
-                        max_workers=1,
-                        env=env,
-                        initializer=die_with_parent,
-                        initargs=(signal.SIGTERM, parent_pid),
+                        max_workers=1, env=env, initializer=_init_worker, initargs=(parent_pid,)
                     )
                     executors.append(executor)
                 future = executor.submit(
-                    execute_job,
+                    _run_job,
                     idx,
                     job_overrides[i],
                     launcher.hydra_context,

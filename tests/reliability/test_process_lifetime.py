@@ -209,11 +209,15 @@ def test_sigkill_to_a_joblib_sweep_then_a_rerun_marks_its_parent(
     proc, workers, runs = _training_workers(graphssl_cmd, cli_env, outputs_dir, tmp_path)
     try:
         proc.kill()
-        proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+        assert proc.stderr is not None
+        proc.stderr.close()  # the workers inherited it: no reading until they are gone
         # the workers get SIGTERM from the kernel (parent-death signal) and end their runs
-        assert not gone(workers), "a worker outlived the killed launcher"
+        assert not gone(workers, timeout=300), "a worker outlived the killed launcher"
     finally:
-        stop(proc)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     (old_parent,), children = _sweep_runs(outputs_dir)
     assert old_parent.info.status == "RUNNING", "nothing closed it: its process was killed"
     assert {c.info.status for c in children.values()} <= {"KILLED", "RUNNING"}
