@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["die_with_parent", "end_processes", "watch_parent"]
+__all__ = ["die_with_parent", "end_processes", "running", "watch_parent"]
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,9 @@ killed by the same signal (after one line on stderr naming the pid and the signa
 The server must not outlive whoever started it (``graphssl-ui``, even when that is killed with
 SIGKILL and runs no cleanup): the HTTP server child is started with a parent-death signal
 (SIGTERM once this wrapper ends, :func:`graphssl.processes.die_with_parent`), and a watchdog
-thread here stops that child, then this whole process group, once the starting process is
-gone (its pid is passed in ``GRAPHSSL_SERVER_PARENT_PID``, else the parent pid at start).
+thread here stops that child, then this whole process group, once its parent process is
+gone (``GRAPHSSL_SERVER_PARENT_PID`` names the starting process, so that one gone before
+this wrapper started is noticed too).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from graphssl.processes import die_with_parent, end_processes, watch_parent
+from graphssl.processes import die_with_parent, end_processes, running, watch_parent
 
 #: environment variable naming the pid of the process the server must not outlive
 PARENT_ENV = "GRAPHSSL_SERVER_PARENT_PID"
@@ -49,7 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started: list[subprocess.Popen[Any]] = []
     parent = os.environ.get(PARENT_ENV, "")
-    watch_parent(lambda: _stop_group(started), parent_pid=int(parent) if parent.isdigit() else None)
+    if parent.isdigit() and int(parent) != os.getppid() and not running(int(parent)):
+        watch_parent(lambda: _stop_group(started), parent_pid=int(parent))  # gone already
+    else:  # the process that started this one (another process between them is watched)
+        watch_parent(lambda: _stop_group(started))
     exec_cmd = getattr(mlflow_server, "_exec_cmd", None)
     if callable(exec_cmd):
         here = os.getpid()
