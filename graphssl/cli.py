@@ -28,6 +28,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from graphssl.tasks._console import console_entry, quiet_libraries
+from graphssl.tasks.memory import MemoryExhaustedError, memory_exhausted
 from graphssl.tasks.validate import install_config_file_checks
 
 CONFIG_PATH = str(Path(__file__).resolve().parent.parent / "conf")
@@ -81,6 +82,20 @@ def _run_task(
         print(f"{command}: stopped: {err}; {where}", file=sys.stderr)
         raise SystemExit(128 + signal.SIGTERM) from err
     except Exception as err:
+        paragraph = memory_exhausted(err)
+        if paragraph is not None and os.environ.get("GRAPHSSL_TRACEBACK") != "1":
+            if multirun:  # the job fails with the paragraph as its error; the sweep goes on
+                if cfg.get("fail_fast", False):
+                    log.error("job failed and fail_fast=true; stopping the sweep: %s", paragraph)
+                    raise SystemExit(1) from err
+                raise MemoryExhaustedError(paragraph) from err
+            print(f"{command}: {paragraph}", file=sys.stderr)
+            print(
+                "(the MLflow run, if one was created, is marked FAILED; set GRAPHSSL_TRACEBACK=1 "
+                "for the traceback)",
+                file=sys.stderr,
+            )
+            raise SystemExit(1) from err
         if not _is_user_error(err, user_errors):
             if multirun and cfg.get("fail_fast", False):
                 log.error("job failed and fail_fast=true; stopping the sweep: %s", err)

@@ -18,6 +18,7 @@ LAYERS = ("data", "models", "methods", "training", "evaluation", "tracking", "ta
 TOP_LEVEL = {
     "utils": "base",
     "neighbors": "base",
+    "processes": "base",
     "__init__": "base",
     "cli": "cli",
     "__main__": "cli",

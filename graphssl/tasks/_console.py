@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
@@ -64,6 +66,8 @@ log = logging.getLogger("graphssl")
 
 #: exit status of a run ended by Ctrl-C (128 + SIGINT), as a shell reports it
 INTERRUPTED_EXIT = 130
+#: exit status of a command ended by SIGTERM (128 + SIGTERM)
+TERMINATED_EXIT = 143
 
 #: (category, message regex, module regex) of warnings no graphssl user can act on
 NOISE_WARNINGS: tuple[tuple[type[Warning], str, str], ...] = (
@@ -180,6 +184,35 @@ def _killed_runs(err: BaseException) -> list[str]:
     return [str(r) for r in runs] if isinstance(runs, list) else []
 
 
+def interrupted_line(err: BaseException) -> str:
+    """The one line ending Ctrl-C or SIGTERM: what was marked ``KILLED``.
+
+    In the launching process of a sweep, the sweep's parent run is closed ``KILLED`` here with
+    the counts of what ran (:func:`graphssl.tracking.sweep.stop_active_sweep`); its children
+    still running in this process, or left by workers that are gone, are marked too.
+    """
+    from graphssl.tracking.sweep import stop_active_sweep
+
+    why = str(err) or "Ctrl-C"
+    runs = _killed_runs(err)
+    # a second Ctrl-C (or SIGTERM) while the parent is being closed would raise inside the
+    # store calls and print their tracebacks: both are ignored until it is closed
+    held: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        sweep = stop_active_sweep(why)
+    except Exception as failure:  # the store is away: say so in the same line
+        sweep = f"the sweep parent could not be closed ({type(failure).__name__}: {failure})"
+    finally:
+        for s, handler in held.items():
+            signal.signal(s, handler)
+    if sweep is not None:
+        return f"interrupted ({why}); {sweep}"
+    where = f"run {', '.join(runs)} marked KILLED" if runs else "no run was started"
+    return f"interrupted; {where}"
+
+
 def console_entry(prog: str, hydra_main: Callable[[], Any]) -> Callable[[], Any]:
     """Wrap a ``@hydra.main`` function as the console script ``prog``."""
 
@@ -195,10 +228,9 @@ def console_entry(prog: str, hydra_main: Callable[[], Any]) -> Callable[[], Any]
         try:
             return hydra_main()
         except KeyboardInterrupt as err:
-            runs = _killed_runs(err)
-            where = f"run {', '.join(runs)} marked KILLED" if runs else "no run was started"
-            print(f"{prog}: interrupted; {where}", file=sys.stderr)
-            raise SystemExit(INTERRUPTED_EXIT) from None
+            print(f"{prog}: {interrupted_line(err)}", file=sys.stderr)
+            sigterm = "SIGTERM" in str(err)
+            raise SystemExit(TERMINATED_EXIT if sigterm else INTERRUPTED_EXIT) from None
 
     entry.__name__ = getattr(hydra_main, "__name__", prog)
     entry.__doc__ = hydra_main.__doc__

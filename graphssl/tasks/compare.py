@@ -25,6 +25,7 @@ from graphssl.evaluation.emir.compare import (
     ranking_table,
 )
 from graphssl.evaluation.emir.outputs import write_outputs
+from graphssl.tasks.signals import TaskSignals
 from graphssl.tracking import artifacts
 from graphssl.tracking.inputs import compare_experiment, load_embedders
 from graphssl.tracking.mlflow_store import flatten
@@ -46,7 +47,14 @@ def run_compare(cfg: DictConfig) -> CompareResult:
 
     The compare run is created first, so every failure (no runs, a run without embeddings,
     a row mismatch, fewer than 2 embedders) ends it ``FAILED`` with the error as its tag.
+    SIGTERM is handled like Ctrl-C (:class:`~graphssl.tasks.signals.TaskSignals`): the EMIR
+    workers are ended and the run ends ``KILLED``.
     """
+    with TaskSignals():
+        return _compare(cfg)
+
+
+def _compare(cfg: DictConfig) -> CompareResult:
     store = TrackingStore.from_config(cfg)
     out_dir = Path(str(cfg.get("output_dir") or tempfile.mkdtemp(prefix="graphssl-compare-")))
     experiment = str(cfg.experiment_name) if cfg.get("experiment_name") else None

@@ -17,6 +17,13 @@ cancelled with ``scancel``, past its time limit); the launching process then clo
 while the other jobs still run, and the parent run counts them as failed. Here every job is
 waited for and a dead one is reported as a failed job naming it.
 
+**Stopping a joblib sweep.** Ctrl-C or SIGTERM to the launching process (a KeyboardInterrupt
+there, see :mod:`graphssl.tracking.sweep`) starts no further job and ends every worker:
+SIGTERM first, so a training job ends its run ``KILLED`` after its current epoch, SIGKILL for
+whatever is left after a grace period. Each worker also asks the kernel for SIGTERM when the
+launching process dies (``PR_SET_PDEATHSIG``) and exits once it is gone and no job runs, so a
+launcher killed with SIGKILL leaves no worker behind.
+
 Either way the sweep exits non-zero, and the sweep callback (:mod:`graphssl.tracking.sweep`)
 marks the dead job's MLflow run — left ``RUNNING`` by its process — ``KILLED`` and records the
 counts on the parent. Hydra only instantiates launchers from its ``hydra_plugins`` package, so
@@ -30,13 +37,17 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 from hydra.core.utils import JobReturn, JobStatus
+
+from graphssl.processes import die_with_parent, end_processes, watch_parent
 
 __all__ = ["WorkerDiedError", "install"]
 
@@ -52,6 +63,8 @@ _THREAD_VARS = (
     "NUMEXPR_NUM_THREADS",
 )
 _PATCHED = "_graphssl_survives_dead_workers"
+#: seconds a stopped sweep's workers get to end their runs after SIGTERM before SIGKILL
+_STOP_GRACE_S = 20.0
 
 
 class WorkerDiedError(RuntimeError):
@@ -80,13 +93,45 @@ def _n_jobs(value: Any, n_tasks: int, cpus: int) -> int:
     return max(1, min(n, n_tasks))
 
 
+#: set in a joblib worker while it runs a job
+_BUSY = threading.Event()
+
+
+def _init_worker(parent_pid: int) -> None:
+    """In each joblib worker: end with the launching process.
+
+    The kernel sends SIGTERM when the launcher dies (a training job then ends its run
+    ``KILLED`` after its epoch); an idle loky worker would then wait for work forever on a
+    pipe that its sibling workers keep open, so a watchdog thread ends the worker as soon as
+    the launcher is gone and no job is running.
+    """
+    die_with_parent(signal.SIGTERM, parent_pid)
+    watch_parent(_exit_when_idle, parent_pid)
+
+
+def _exit_when_idle() -> None:
+    while _BUSY.is_set():
+        time.sleep(0.2)
+    os._exit(128 + signal.SIGTERM)
+
+
+def _run_job(*args: Any) -> Any:
+    """Hydra's ``execute_job`` in a worker, marked busy for the watchdog."""
+    from hydra_plugins.hydra_joblib_launcher._core import execute_job
+
+    _BUSY.set()
+    try:
+        return execute_job(*args)
+    finally:
+        _BUSY.clear()
+
+
 def joblib_launch(
     launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> Sequence[JobReturn]:
     """``JoblibLauncher.launch`` with one loky worker per slot (see the module docstring)."""
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
-    from hydra_plugins.hydra_joblib_launcher._core import execute_job
     from joblib.externals.loky import cpu_count
     from joblib.externals.loky.process_executor import ProcessPoolExecutor
 
@@ -113,19 +158,26 @@ def joblib_launch(
     singleton_state = Singleton.get_state()
     env = {v: os.environ.get(v, str(max(1, cpu_count() // n_jobs))) for v in _THREAD_VARS}
 
+    stopping = threading.Event()
+    executors: list[Any] = []
+    parent_pid = os.getpid()
+
     def slot() -> None:
         executor: Any = None
         try:
-            while True:
+            while not stopping.is_set():
                 try:
                     i = todo.get_nowait()
                 except queue.Empty:
                     return
                 idx = initial_job_idx + i
                 if executor is None:
-                    executor = ProcessPoolExecutor(max_workers=1, env=env)
+                    executor = ProcessPoolExecutor(
+                        max_workers=1, env=env, initializer=_init_worker, initargs=(parent_pid,)
+                    )
+                    executors.append(executor)
                 future = executor.submit(
-                    execute_job,
+                    _run_job,
                     idx,
                     job_overrides[i],
                     launcher.hydra_context,
@@ -135,7 +187,9 @@ def joblib_launch(
                 )
                 try:
                     results[i] = future.result()
-                except Exception as err:
+                except BaseException as err:  # a job ended by SIGTERM returns KeyboardInterrupt
+                    if stopping.is_set():
+                        return
                     if executor._flags.broken is not None:  # the worker is gone
                         err = WorkerDiedError(
                             f"job #{idx} ({' '.join(filter_overrides(job_overrides[i]))}): its "
@@ -151,10 +205,32 @@ def joblib_launch(
                 executor.shutdown(wait=True)
 
     threads = [threading.Thread(target=slot, daemon=True) for _ in range(n_jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    except BaseException:
+        # Ctrl-C or SIGTERM (a KeyboardInterrupt, see graphssl.tracking.sweep): start no other
+        # job and end the workers — SIGTERM first, so a training job ends its run KILLED; a
+        # worker still there after the grace period is killed and its run marked KILLED by
+        # the sweep parent's closing
+        stopping.set()
+        never = 0
+        while True:
+            try:
+                todo.get_nowait()
+            except queue.Empty:
+                break
+            never += 1
+        from graphssl.tracking.sweep import set_active_sweep_tags
+
+        set_active_sweep_tags({"jobs_not_started": str(never)})
+        workers = [p for ex in list(executors) for p in (ex._processes or {}).values()]
+        end_processes(workers, grace=_STOP_GRACE_S)
+        for t in threads:
+            t.join(timeout=_STOP_GRACE_S)
+        raise
     done = [r for r in results if r is not None]
     assert len(done) == len(job_overrides), "every job must have a result"
     return done

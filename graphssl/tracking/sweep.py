@@ -8,8 +8,13 @@ the parent's id into the sweep folder where every job — in this process or ano
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
+import os
+import signal
+import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +22,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from graphssl.tracking import mlflow_store
-from graphssl.tracking.stale import is_stale, mark_killed
+from graphssl.tracking.stale import HOST_TAG, PID_TAG, is_stale, mark_killed, owner_tags
 from graphssl.tracking.summary import child_label, parse_overrides, summarise_parent, swept_keys
 
 log = logging.getLogger(__name__)
@@ -47,7 +52,12 @@ def job_run_name(name: str, job_overrides: list[str], parent: dict[str, Any] | N
 
 
 def close_parent(
-    tracking_uri: str, run_id: str, summary: dict[str, Any] | None = None
+    tracking_uri: str,
+    run_id: str,
+    summary: dict[str, Any] | None = None,
+    interrupted: str | None = None,
+    killed: list[str] | None = None,
+    tags: dict[str, str] | None = None,
 ) -> dict[str, int]:
     """Count the parent's children by status, tag the parent with the counts and end it.
 
@@ -57,6 +67,12 @@ def close_parent(
     ``KILLED`` first. With ``summary`` (``optimized_metric``, ``direction``, ``swept``,
     ``sweep_dir``) the parent also gets its best child, ``children.csv`` and a figure
     (:func:`graphssl.tracking.summary.summarise_parent`).
+
+    With ``interrupted`` (why: ``"SIGTERM received"``, a rerun finding it left behind) the sweep
+    was stopped: children still ``RUNNING`` in this process or in one that is gone are marked
+    ``KILLED``, the tag ``children_killed`` counts them and the parent ends ``KILLED``. The ids
+    of the children that ended ``KILLED`` are appended to ``killed``; ``tags`` are set on the
+    parent as well.
     """
     client = mlflow_store.client(tracking_uri)
     parent = client.get_run(run_id)
@@ -68,21 +84,39 @@ def close_parent(
         max_results=50000,
     )
     counts = {"children_total": len(children), "children_finished": 0, "children_failed": 0}
+    if interrupted:
+        counts["children_killed"] = 0
     for child in children:
+        status = child.info.status
         if is_stale(child):  # its process died without closing it (a killed worker)
             mark_killed(
                 client,
                 child,
-                "the job's process ended without closing the run (killed worker?); marked "
+                f"the job's process ended without closing the run; marked KILLED when the "
+                f"sweep was stopped ({interrupted})"
+                if interrupted
+                else "the job's process ended without closing the run (killed worker?); marked "
                 "KILLED when the sweep ended",
             )
-            log.warning("sweep child %s: its process is gone; marked KILLED", child.info.run_id)
-        if child.info.status == "FINISHED":
+            status = "KILLED"
+            if not interrupted:
+                log.warning("sweep child %s: its process is gone; marked KILLED", child.info.run_id)
+        elif interrupted and status == "RUNNING" and _owned_here(child):
+            # this process ran the job and is stopping: the run cannot be closed by anyone else
+            mark_killed(client, child, f"the sweep was stopped ({interrupted})")
+            status = "KILLED"
+        if status == "FINISHED":
             counts["children_finished"] += 1
         else:
             counts["children_failed"] += 1
-    for k, v in counts.items():
+        if interrupted and status == "KILLED":
+            counts["children_killed"] += 1
+            if killed is not None:
+                killed.append(child.info.run_id)
+    for k, v in {**counts, **(tags or {})}.items():
         client.set_tag(run_id, k, str(v))
+    if interrupted:
+        client.set_tag(run_id, "error", f"the sweep was stopped: {interrupted}")
     if summary is not None:
         try:
             summarise_parent(
@@ -97,8 +131,64 @@ def close_parent(
         except Exception as err:  # a summary must never leave the parent RUNNING
             log.warning("sweep parent %s: could not write the summary: %s", run_id, err)
     ok = counts["children_failed"] == 0 and counts["children_total"] > 0
-    client.set_terminated(run_id, "FINISHED" if ok else "FAILED")
+    client.set_terminated(run_id, "KILLED" if interrupted else "FINISHED" if ok else "FAILED")
     return counts
+
+
+def _owned_here(run: Any) -> bool:
+    tags = run.data.tags
+    return bool(
+        tags.get(HOST_TAG) == socket.gethostname() and tags.get(PID_TAG) == str(os.getpid())
+    )
+
+
+def close_stale_parents(client: Any, tracking_uri: str, experiment_id: str) -> list[str]:
+    """Mark ``KILLED`` the sweep parents of ``experiment_id`` left ``RUNNING`` by a launching
+    process on this host that is gone (a sweep whose launcher was killed with SIGKILL), with
+    their children's counts; returns their ids."""
+    parents = client.search_runs(
+        [experiment_id],
+        filter_string="tags.`graphssl.role` = 'sweep' and attributes.status = 'RUNNING'",
+        max_results=1000,
+    )
+    closed = []
+    for parent in parents:
+        if not is_stale(parent):
+            continue
+        close_parent(
+            tracking_uri,
+            parent.info.run_id,
+            interrupted="its launching process ended without closing it (killed?); marked "
+            "KILLED by the next sweep",
+        )
+        log.warning(
+            "sweep parent %s: its launching process is gone; marked KILLED", parent.info.run_id
+        )
+        closed.append(parent.info.run_id)
+    return closed
+
+
+#: the sweep whose parent run this process opened (closed as KILLED when the sweep is stopped)
+_ACTIVE: list[MLflowSweepCallback] = []
+
+
+def stop_active_sweep(why: str, tags: dict[str, str] | None = None) -> str | None:
+    """The sweep launched by this process was stopped (Ctrl-C, SIGTERM): end its parent run
+    ``KILLED`` with the counts of what ran, and its unfinished children ``KILLED``.
+
+    Returns what was marked, for the one line on the terminal (``runs a, b marked KILLED;
+    sweep parent p marked KILLED (2 jobs started, 0 finished)``); ``None`` when no sweep is
+    open in this process."""
+    if not _ACTIVE:
+        return None
+    return _ACTIVE[-1].stop(why, tags)
+
+
+def set_active_sweep_tags(tags: dict[str, str]) -> None:
+    """Tags for the parent of the sweep open in this process, set when it is stopped (a
+    launcher's count of the jobs it never started)."""
+    if _ACTIVE:
+        _ACTIVE[-1].stop_tags.update(tags)
 
 
 class MLflowSweepCallback(Callback):
@@ -106,6 +196,8 @@ class MLflowSweepCallback(Callback):
 
     def __init__(self) -> None:
         self._parent: dict[str, Any] | None = None
+        self._sigterm: Any = None
+        self.stop_tags: dict[str, str] = {}
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from graphssl.tracking.context import tracking_settings
@@ -126,6 +218,7 @@ class MLflowSweepCallback(Callback):
         if not isinstance(direction, str):  # Optuna's multi-objective list
             direction = "maximize"
         swept = swept_keys(overrides, list((sweeper.get("params") or {}).keys()))
+        close_stale_parents(client, settings["tracking_uri"], experiment_id)
         run = client.create_run(
             experiment_id,
             run_name=f"sweep-{sweep_dir.name}",
@@ -134,6 +227,7 @@ class MLflowSweepCallback(Callback):
                     "graphssl.role": "sweep",
                     "graphssl.overrides": " ".join(overrides),
                     "graphssl.sweep_dir": str(sweep_dir.absolute()),
+                    **owner_tags(),  # a later sweep marks it KILLED if this process is killed
                 }
             ),
         )
@@ -151,17 +245,66 @@ class MLflowSweepCallback(Callback):
         # If the sweep dies (a failed job makes Hydra raise after the batch), the parent must
         # not stay RUNNING: close it at interpreter exit with the child counts.
         atexit.register(self._close)
+        _ACTIVE.append(self)
+        # SIGTERM to the launching process is handled like Ctrl-C: a KeyboardInterrupt that
+        # ends the jobs it runs and its workers (graphssl.tracking.launchers), then the parent
+        # is closed KILLED (stop_active_sweep); a job's own handler takes over while it trains
+        if threading.current_thread() is threading.main_thread():
+            self._sigterm = signal.signal(signal.SIGTERM, _sigterm_interrupts)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._close()
 
+    def _release(self) -> None:
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+        previous, self._sigterm = self._sigterm, None
+        if previous is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)
+
     def _close(self) -> None:
+        self._release()
         if self._parent is None:
             return
         parent, self._parent = self._parent, None
         counts = close_parent(parent["tracking_uri"], parent["run_id"], summary=parent)
         if counts:
             log.info("sweep parent %s: %s", parent["run_id"], counts)
+
+    def stop(self, why: str, tags: dict[str, str] | None = None) -> str | None:
+        """End the parent ``KILLED`` (see :func:`stop_active_sweep`)."""
+        self._release()
+        if self._parent is None:
+            return None
+        parent, self._parent = self._parent, None
+        killed: list[str] = []
+        counts = close_parent(
+            parent["tracking_uri"],
+            parent["run_id"],
+            summary=parent,
+            interrupted=why,
+            killed=killed,
+            tags={**self.stop_tags, **(tags or {})},
+        )
+        log.debug("sweep parent %s stopped: %s", parent["run_id"], counts)
+        runs = ""
+        if killed:
+            runs = f"run{'s' if len(killed) > 1 else ''} {', '.join(killed)} marked KILLED; "
+        started = counts.get("children_total", 0)
+        not_started = self.stop_tags.get("jobs_not_started")
+        return (
+            f"{runs}sweep parent {parent['run_id']} marked KILLED ({started} job"
+            f"{'s' if started != 1 else ''} started, {counts.get('children_finished', 0)} "
+            f"finished"
+            + (f", {not_started} never started" if not_started not in (None, "0") else "")
+            + ")"
+        )
+
+
+def _sigterm_interrupts(signum: int, frame: Any) -> None:
+    from graphssl.training.trainer import TrainingInterrupted
+
+    raise TrainingInterrupted("SIGTERM received")
 
 
 class SaveJobConfig(Callback):
@@ -176,7 +319,6 @@ class SaveJobConfig(Callback):
     """
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        import pickle
 
         from hydra.types import RunMode
 
@@ -200,8 +342,8 @@ class SaveJobConfig(Callback):
         if mask_hydra_dir(folder, masker):
             write_config_pickle(folder)
         else:
-            with open(folder / HYDRA_PICKLE, "wb") as f:
-                pickle.dump(config, f, protocol=4)
+            # pickled in memory first: a config that cannot be pickled never leaves an empty file
+            (folder / HYDRA_PICKLE).write_bytes(config_pickle(config))
         log.debug("job config saved in %s", folder / HYDRA_PICKLE)
 
 
@@ -217,3 +359,56 @@ def _job_masker(config: DictConfig) -> Any:
         return Masker.from_config(task)
     except Exception:  # an interpolation that fails here fails the task itself, with its message
         return Masker.from_config(OmegaConf.to_container(task, resolve=False))
+
+
+def config_pickle(config: DictConfig) -> bytes:
+    """``config`` pickled as Hydra's ``--experimental-rerun`` reads it.
+
+    In a worker process of the joblib launcher the config's launcher node is typed by a
+    structured-config class that Hydra's plugin loader imported a second time, so pickle
+    cannot find it by name (``PicklingError: ... it's not the same object as ...``). The
+    ``hydra`` node is stored resolved (``--experimental-rerun`` has no ``${now:...}``
+    resolver, and a sweep job's task reads ``hydra.sweep.dir``). Each node
+    of ``hydra`` that cannot be pickled is replaced by the same values without the
+    structured-config type; the ``hydra`` node itself stays a ``HydraConf``, which the rerun
+    requires.
+    """
+    import copy
+    import pickle
+
+    from omegaconf import OmegaConf, read_write
+
+    config = copy.deepcopy(config)
+    # the rerun registers no ``now`` resolver: the job's folders are stored as they resolved
+    with contextlib.suppress(Exception), read_write(config.hydra):
+        OmegaConf.resolve(config.hydra)
+    try:
+        return pickle.dumps(config, protocol=4)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        pass
+    _untype_unimportable(config.hydra)
+    return pickle.dumps(config, protocol=4)
+
+
+def _untype_unimportable(node: DictConfig) -> None:
+    """Replace the child nodes of ``node`` typed by a class that pickle cannot find by name
+    (another class object stands under its module and name) by their plain values."""
+    import sys
+
+    from omegaconf import OmegaConf, open_dict, read_write
+
+    for key in list(node.keys()):
+        child = node._get_node(key)
+        if not isinstance(child, DictConfig) or child._is_none() or child._is_missing():
+            continue
+        cls = OmegaConf.get_type(child)
+        found: Any = sys.modules.get(getattr(cls, "__module__", ""), None)
+        for part in getattr(cls, "__qualname__", "").split("."):
+            found = getattr(found, part, None)
+        if cls is not None and cls is not dict and found is not cls:
+            plain = OmegaConf.create(OmegaConf.to_container(child, resolve=False))
+            with read_write(node), open_dict(node):  # Hydra marks its node read-only
+                node[key] = plain
+            OmegaConf.set_readonly(node[key], OmegaConf.is_readonly(child))
+        else:
+            _untype_unimportable(child)

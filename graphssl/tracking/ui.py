@@ -130,6 +130,8 @@ def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for the server: job execution off (14 s vs 37 s start), telemetry off."""
     env = dict(os.environ if base is None else base)
     env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
+    # the server stops itself once this process is gone (see graphssl.tracking.mlflow_serve)
+    env["GRAPHSSL_SERVER_PARENT_PID"] = str(os.getpid())
     if env.get("GRAPHSSL_MLFLOW_TELEMETRY", "") != "1":
         env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         env.setdefault("DO_NOT_TRACK", "true")

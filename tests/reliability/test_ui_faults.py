@@ -179,3 +179,44 @@ def test_ui_reports_the_signal_that_killed_its_server(other_server, outputs_dir,
             proc.wait()
         if pgid is not None and live_members(pgid):
             os.killpg(pgid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_ui_killed_takes_its_server_along(outputs_dir, cli_env) -> None:
+    """SIGKILL to ``graphssl-ui`` runs no cleanup; the server (wrapper and uvicorn) notices its
+    parent is gone and stops, so the port is free again."""
+    port = free_port()
+    proc = subprocess.Popen(
+        ui_cmd(port, outputs_dir),
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    out: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=read_lines, args=(proc.stdout, out), daemon=True).start()
+    pgid = None
+    try:
+        deadline = time.monotonic() + 300  # hang guard: the server starts in ~15 s
+        while pgid is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                m = re.search(r"MLflow UI at \S+ .*process group (\d+)", out.get(timeout=1))
+            except queue.Empty:
+                continue
+            pgid = int(m.group(1)) if m else None
+        assert pgid is not None, f"graphssl-ui did not start: {proc.poll()}"
+        members = live_members(pgid)
+        assert len(members) >= 2 and answers(port), "the wrapper and its uvicorn serve the port"
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 120  # hang guard
+        while (live_members(pgid) or answers(port)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not live_members(pgid), "the server outlived graphssl-ui"
+        assert not answers(port), f"port {port} is still served"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if pgid is not None and live_members(pgid):
+            os.killpg(pgid, signal.SIGKILL)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -25,6 +26,7 @@ from graphssl.evaluation.emir.knife import (
     train_marginal,
 )
 from graphssl.evaluation.emir.stacked import information_sufficiency_stacked
+from graphssl.processes import die_with_parent, end_processes
 from graphssl.utils import allocator, configure_allocator
 
 __all__ = ["PairwiseEMIR", "pairwise_information_sufficiency"]
@@ -113,8 +115,17 @@ _WORKER: dict[str, object] = {}
 
 
 def _init_worker(
-    names: Sequence[str], prepared: Mapping[str, tuple[Tensor, int]], config: EMIRConfig
+    names: Sequence[str],
+    prepared: Mapping[str, tuple[Tensor, int]],
+    config: EMIRConfig,
+    parent_pid: int | None = None,
 ) -> None:
+    # a worker holds the embeddings and its nets (GBs): it ends when the comparing process
+    # ends, even when that is killed without running any cleanup
+    die_with_parent(signal.SIGKILL, parent_pid)
+    # Ctrl-C reaches the whole process group: the comparing process ends its workers itself,
+    # so a worker does not print its own KeyboardInterrupt traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threads = max(1, (os.cpu_count() or 1) // _n_jobs(config.n_jobs, len(names)))
     torch.set_num_threads(threads)
     configure_allocator(config.cpu_allocator)  # the worker exits when the matrix is done
@@ -204,12 +215,13 @@ def pairwise_information_sufficiency(
 
             import torch.multiprocessing as mp
 
-            with ProcessPoolExecutor(
+            pool = ProcessPoolExecutor(
                 max_workers=jobs,
                 mp_context=mp.get_context("spawn"),
                 initializer=_init_worker,
-                initargs=(names, prepared, config),
-            ) as pool:
+                initargs=(names, prepared, config, os.getpid()),
+            )
+            try:
                 # longest columns first, so that no worker is left with a long one at the end
                 dims = [int(prepared[name][0].shape[1]) for name in names]
                 order = sorted(
@@ -218,6 +230,14 @@ def pairwise_information_sufficiency(
                 futures = [pool.submit(_worker_column, j) for j in order]
                 for future in as_completed(futures):
                     collect(*future.result())
+            except BaseException:
+                # interrupted (Ctrl-C, SIGTERM) or failed: a clean shutdown would wait for every
+                # running column, so the workers are ended first
+                workers = list((getattr(pool, "_processes", None) or {}).values())
+                pool.shutdown(wait=False, cancel_futures=True)
+                end_processes(workers, grace=2.0)
+                raise
+            pool.shutdown(wait=True)
     finally:
         bar.close()
     return PairwiseEMIR(

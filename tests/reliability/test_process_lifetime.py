@@ -1,0 +1,263 @@
+"""Stopping a command stops every process it started: SIGTERM (or SIGKILL) to the launcher of a
+joblib sweep, to ``graphssl-compare`` with its EMIR workers, and Ctrl-C on a sweep. The runs end
+``KILLED``, the sweep parent says what ran, and the terminal gets one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+from runkit import FAST, all_runs, assert_one_paragraph, store_client, wait_for_run
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+COMPARE = [sys.executable, "-c", "from graphssl.cli import compare_main; compare_main()"]
+JOBLIB = ("hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def gone(procs: list[psutil.Process], timeout: float = 120) -> list[psutil.Process]:
+    """Those of ``procs`` still running (not zombies) after up to ``timeout`` s (hang guard)."""
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    return [p for p in alive if _running(p)]
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
+# ------------------------------------------------------------------------------ compare
+def _embeddings(folder: Path, n: int = 3) -> list[Path]:
+    paths = []
+    for i in range(n):
+        g = torch.Generator().manual_seed(i)
+        path = folder / f"e{i}.pt"
+        torch.save(
+            {"embeddings": torch.randn(600, 16, generator=g), "ids": torch.arange(600)}, path
+        )
+        paths.append(path)
+    return paths
+
+
+def _start_compare(tmp_path: Path, cli_env: dict[str, str]) -> subprocess.Popen[str]:
+    files = ",".join(str(p) for p in _embeddings(tmp_path))
+    return subprocess.Popen(
+        [
+            *COMPARE,
+            f"embedding_files=[{files}]",
+            "emir.n_jobs=2",
+            "emir.n_epochs=100000",  # the workers compute until they are stopped
+            "cross_encoder.enabled=false",
+            f"output_dir={tmp_path / 'compare'}",
+        ],
+        env=cli_env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_workers(proc: subprocess.Popen[str], n: int) -> list[psutil.Process]:
+    deadline = time.monotonic() + 300  # hang guard
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"compare ended early:\n{proc.communicate()[1][-3000:]}"
+        workers = [
+            p
+            for p in descendants(proc.pid)
+            if "multiprocessing" in " ".join(p.cmdline()) and "spawn_main" in " ".join(p.cmdline())
+        ]
+        if len(workers) >= n:
+            return workers
+        time.sleep(0.2)
+    raise AssertionError("the EMIR workers did not start")
+
+
+def test_sigterm_to_compare_ends_its_workers_and_its_run(tmp_path, cli_env, outputs_dir) -> None:
+    proc = _start_compare(tmp_path, cli_env)
+    try:
+        workers = _wait_for_workers(proc, 2)
+        time.sleep(1)  # the workers are computing their columns
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        stop(proc)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert not gone(workers), "EMIR workers outlived graphssl-compare"
+    (run,) = all_runs(store_client(outputs_dir))
+    assert run.info.status == "KILLED"
+    lines = stderr.strip().splitlines()
+    assert lines[-1] == (
+        f"graphssl-compare: stopped: SIGTERM received; MLflow run {run.info.run_id} marked KILLED"
+    ), stderr[-3000:]
+    assert_one_paragraph(stderr)
+
+
+def test_sigkill_to_compare_ends_its_workers(tmp_path, cli_env, outputs_dir) -> None:
+    proc = _start_compare(tmp_path, cli_env)
+    try:
+        workers = _wait_for_workers(proc, 2)
+        proc.kill()
+        proc.communicate(timeout=60)
+        assert not gone(workers), "EMIR workers outlived graphssl-compare (SIGKILL)"
+    finally:
+        stop(proc)
+
+
+# ------------------------------------------------------------------------------ sweeps
+def _start_sweep(
+    graphssl_cmd: list[str], cli_env: dict[str, str], cwd: Path, *args: str, group: bool = False
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*graphssl_cmd, "-m", *FAST, "model=dgi", "trainer.patience=null", *args],
+        env=cli_env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=group,  # its own process group, as a terminal's foreground job
+        # a shell's background job (CI) ignores SIGINT, and the child would inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def _sweep_runs(outputs: Path) -> tuple[list, dict[str, object]]:
+    runs = all_runs(store_client(outputs))
+    parents = [r for r in runs if r.data.tags.get("graphssl.role") == "sweep"]
+    children = {r.data.params["trainer.epochs"]: r for r in runs if r not in parents}
+    return parents, children
+
+
+def _training_workers(
+    graphssl_cmd, cli_env, outputs_dir, tmp_path
+) -> tuple[subprocess.Popen[str], list[psutil.Process], list]:
+    """A 4-job joblib sweep (2 workers) whose two long jobs are both training."""
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="hydra-joblib-launcher")
+    proc = _start_sweep(
+        graphssl_cmd, cli_env, tmp_path, *JOBLIB, "trainer.epochs=100000,100001,3,4"
+    )
+    client = store_client(outputs_dir)
+    try:
+        runs = [
+            wait_for_run(client, proc, epochs, journal_step=1, outputs=outputs_dir)
+            for epochs in ("100000", "100001")
+        ]
+    except BaseException:
+        stop(proc)
+        raise
+    pids = {int(r.data.tags["graphssl.pid"]) for r in runs}
+    workers = [p for p in descendants(proc.pid) if p.pid in pids]
+    assert len(workers) == 2, "each long job trains in a worker of its own"
+    return proc, workers, runs
+
+
+def test_sigterm_to_a_joblib_sweep_ends_its_workers_and_runs(
+    graphssl_cmd, cli_env, outputs_dir, tmp_path
+) -> None:
+    proc, workers, runs = _training_workers(graphssl_cmd, cli_env, outputs_dir, tmp_path)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        stop(proc)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert not gone(workers), "a worker outlived the launcher"
+    (parent,), children = _sweep_runs(outputs_dir)
+    assert set(children) == {"100000", "100001"}, "jobs 3-4 are never started"
+    assert {c.info.status for c in children.values()} == {"KILLED"}
+    assert parent.info.status == "KILLED"
+    tags = parent.data.tags
+    assert (tags["children_total"], tags["children_finished"], tags["children_killed"]) == (
+        "2",
+        "0",
+        "2",
+    )
+    assert tags["jobs_not_started"] == "2"
+    assert_one_paragraph(stderr)
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("graphssl: interrupted (SIGTERM received); runs "), stderr[-3000:]
+    for run in (*runs, parent):
+        assert run.info.run_id in last, last
+    assert "(2 jobs started, 0 finished, 2 never started)" in last
+
+
+def test_sigkill_to_a_joblib_sweep_then_a_rerun_marks_its_parent(
+    graphssl_cmd, cli_env, outputs_dir, tmp_path
+) -> None:
+    proc, workers, runs = _training_workers(graphssl_cmd, cli_env, outputs_dir, tmp_path)
+    try:
+        proc.kill()
+        proc.wait(timeout=60)
+        assert proc.stderr is not None
+        proc.stderr.close()  # the workers inherited it: no reading until they are gone
+        # the workers get SIGTERM from the kernel (parent-death signal) and end their runs
+        assert not gone(workers, timeout=300), "a worker outlived the killed launcher"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    (old_parent,), children = _sweep_runs(outputs_dir)
+    assert old_parent.info.status == "RUNNING", "nothing closed it: its process was killed"
+    assert {c.info.status for c in children.values()} <= {"KILLED", "RUNNING"}
+    # the next sweep marks the parent (and any child whose worker died first) KILLED
+    rerun = _start_sweep(graphssl_cmd, cli_env, tmp_path, "trainer.epochs=2")
+    _, stderr = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, stderr[-3000:]
+    client = store_client(outputs_dir)
+    old = client.get_run(old_parent.info.run_id)
+    assert old.info.status == "KILLED"
+    assert "launching process ended" in old.data.tags["error"]
+    assert (old.data.tags["children_total"], old.data.tags["children_killed"]) == ("2", "2")
+    for run in runs:
+        assert client.get_run(run.info.run_id).info.status == "KILLED"
+
+
+def test_ctrl_c_on_a_sweep_is_one_line(graphssl_cmd, cli_env, outputs_dir, tmp_path) -> None:
+    """Ctrl-C reaches the whole foreground process group (here: the sweep's own group)."""
+    proc = _start_sweep(
+        graphssl_cmd,
+        cli_env,
+        tmp_path,
+        "trainer.epochs=100000,2,3,4,5,6,7,8",
+        group=True,
+    )
+    try:
+        run = wait_for_run(
+            store_client(outputs_dir), proc, "100000", journal_step=1, outputs=outputs_dir
+        )
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        stop(proc)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert_one_paragraph(stderr)
+    (parent,), children = _sweep_runs(outputs_dir)
+    assert set(children) == {"100000"}
+    assert children["100000"].info.status == "KILLED"
+    assert parent.info.status == "KILLED"
+    assert parent.data.tags["children_killed"] == "1"
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"graphssl: interrupted (Ctrl-C); run {run.info.run_id} marked KILLED")
+    assert f"sweep parent {parent.info.run_id} marked KILLED (1 job started, 0 finished)" in last
