@@ -126,7 +126,13 @@ def _job(tmp_path: Path, *overrides: str) -> tuple[DictConfig, Path]:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(
             config_name="train",
-            overrides=[*SECRETS, "dataset=sbm", *overrides],
+            # a data folder ending in .../data: the short secret "data" must leave it alone
+            overrides=[
+                *SECRETS,
+                "dataset=sbm",
+                f"paths.data_dir={tmp_path}/shared/data",
+                *overrides,
+            ],
             return_hydra_config=True,
         )
     folder = tmp_path / "run" / ".hydra"
