@@ -206,12 +206,33 @@ def test_documents_show_commands() -> None:
 
 
 @pytest.mark.parametrize(("command", "config_name", "overrides"), SHOWN, ids=[s[0] for s in SHOWN])
-def test_shown_command_composes(command: str, config_name: str, overrides: list[str]) -> None:
+def test_shown_command_composes(
+    command: str,
+    config_name: str,
+    overrides: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
 
     from graphssl.tasks.components import resolve_config
     from graphssl.tasks.validate import validate_train_config
+
+    # a user's own graph file named in the command: a small valid one stands in for it, since
+    # the checks before a run read the file
+    monkeypatch.chdir(tmp_path)
+    for word in overrides:
+        if word.startswith("dataset.path=") and word.endswith(".npz"):
+            import numpy as np
+
+            ring = np.arange(400)
+            np.savez(
+                word.split("=", 1)[1],
+                edge_index=np.stack([ring, (ring + 1) % 400]),
+                x=np.eye(400, 4, dtype=np.float32) + 0.1,
+                y=ring % 2,
+            )
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
