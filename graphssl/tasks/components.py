@@ -22,6 +22,7 @@ from graphssl.utils import check_allocator_mode
 
 __all__ = [
     "CALLBACK_KEYS",
+    "baseline_key",
     "build_datamodule",
     "build_evaluation",
     "build_method",
@@ -173,6 +174,30 @@ def build_evaluation(cfg: DictConfig) -> Evaluation:
             f"{type(evaluation).__name__} from {node['_target_']!r}"
         )
     return evaluation
+
+
+#: keys of ``eval`` that cannot change the untrained-encoder baseline (callbacks, figures, the
+#: cache switch itself); every other key is part of the baseline's cache key
+_NOT_BASELINE_KEYS = (*CALLBACK_KEYS, "figures", "figure_max_rows", "baseline", "baseline_cache")
+
+
+def baseline_key(cfg: DictConfig, dm: DataModule) -> dict[str, Any]:
+    """Plain values that, with the seed, device and data the evaluation adds, decide the
+    untrained-encoder baseline of a resolved train config: the dataset's config (source,
+    split, preprocessing), the method's config with the dataset's sizes filled in and without
+    its training-only keys
+    (:func:`~graphssl.evaluation.baseline_cache.untrained_model_config`), and ``eval`` without
+    the keys the baseline never reads."""
+    from graphssl.evaluation.baseline_cache import untrained_model_config
+
+    model = OmegaConf.to_container(method_config(cfg, dm), resolve=True)
+    assert isinstance(model, dict)
+    eval_keys = [str(k) for k in cfg.eval if k not in _NOT_BASELINE_KEYS]
+    return {
+        "dataset": OmegaConf.to_container(cfg.dataset, resolve=True),
+        "model": untrained_model_config({str(k): v for k, v in model.items()}),
+        "eval": OmegaConf.to_container(OmegaConf.masked_copy(cfg.eval, eval_keys), resolve=True),
+    }
 
 
 def build_probes(probes: DictConfig | None, dm: DataModule) -> dict[str, Any]:
