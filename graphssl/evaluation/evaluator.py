@@ -42,6 +42,7 @@ from graphssl.evaluation.runner import (
     run_diagnostics,
     run_probes,
 )
+from graphssl.threads import thread_budget
 from graphssl.utils import capture_rng, restore_rng, seed_everything
 
 __all__ = ["BASELINE_FROM", "BASELINE_KEY", "HEADLINE", "Evaluation", "EvaluationResult", "gains"]
@@ -478,7 +479,27 @@ class Evaluation:
         """Extract, diagnose and probe ``model`` on ``datamodule``; then the baseline, when
         ``untrained`` builds one (methods whose class sets ``has_untrained_baseline = False``
         get none), from the cache in ``cache_dir`` when ``baseline_key`` is given
-        (:meth:`baseline`)."""
+        (:meth:`baseline`).
+
+        Every BLAS and OpenMP pool loaded by then runs with torch's thread count throughout
+        (:func:`graphssl.threads.thread_budget`): the process's one budget, also for the
+        libraries the probes load.
+        """
+        with thread_budget():
+            return self._evaluate(
+                model, datamodule, seed, device, untrained, baseline_key, cache_dir
+            )
+
+    def _evaluate(
+        self,
+        model: nn.Module,
+        datamodule: Any,
+        seed: int,
+        device: str,
+        untrained: Callable[[], nn.Module] | None,
+        baseline_key: Mapping[str, Any] | None,
+        cache_dir: str | os.PathLike[str] | None,
+    ) -> EvaluationResult:
         plan = self.plan(model, datamodule)
         t0 = time.perf_counter()
         z, y = self.extract(model, datamodule, device)

@@ -230,9 +230,10 @@ def configured_extraction_plan(
 
 
 def set_threads(num_threads: Any) -> None:
-    """Apply ``num_threads`` (``null``: leave PyTorch's default)."""
-    if num_threads is None:
-        return
-    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
-        raise ValueError(f"num_threads must be a positive integer or null, got {num_threads!r}")
-    torch.set_num_threads(num_threads)
+    """Apply ``num_threads`` as the process's one thread budget: torch's intra-op threads and
+    every BLAS/OpenMP pool (NumPy's, SciPy's, scikit-learn's) get the same count, so the
+    probes do not run pools of their own on top of torch's (:mod:`graphssl.threads`).
+    ``null``: PyTorch's default (one per core) for all of them."""
+    from graphssl.threads import apply_thread_budget
+
+    apply_thread_budget(num_threads)
