@@ -94,6 +94,29 @@ def _fresh(probe: Any, **params: Any) -> Any:
     return out
 
 
+def _describe(obj: Any) -> dict[str, Any]:
+    """Plain values naming a probe or a diagnostic function for the baseline's cache key: its
+    class or function path and its parameters (a probe's ``get_params()``, a partial's
+    arguments); ``repr`` where neither exists."""
+    fn = getattr(obj, "func", None) if not hasattr(obj, "get_params") else None
+    target = fn if fn is not None else obj
+    kind = target if hasattr(target, "__qualname__") else type(target)  # a function or class
+    out: dict[str, Any] = {
+        "path": f"{getattr(kind, '__module__', '')}.{getattr(kind, '__qualname__', '')}"
+    }
+    if hasattr(obj, "get_params"):
+        try:
+            out["params"] = {str(k): repr(v) for k, v in obj.get_params().items()}
+        except Exception:
+            out["repr"] = repr(obj)
+    elif fn is not None:
+        out["args"] = repr(getattr(obj, "args", ()))
+        out["keywords"] = repr(sorted(getattr(obj, "keywords", {}).items()))
+    elif not callable(obj) or not hasattr(obj, "__qualname__"):
+        out["repr"] = repr(obj)
+    return out
+
+
 def _serves(probe: Any, task: str) -> bool:
     return task in getattr(type(probe), "tasks", ("classification",))
 
@@ -377,8 +400,10 @@ class Evaluation:
                 "knn_max_rows": self.knn_max_rows,
                 "diagnostics": self.diagnostics_enabled,
                 "reference": self.reference,
-                "extra_diagnostics": sorted(self.extra_diagnostics),
-                "probes": {n: type(p).__qualname__ for n, p in sorted(self.probes.items())},
+                "extra_diagnostics": {
+                    n: _describe(fn) for n, fn in sorted(self.extra_diagnostics.items())
+                },
+                "probes": {n: _describe(p) for n, p in sorted(self.probes.items())},
                 "class": f"{type(self).__module__}.{type(self).__qualname__}",
             },
             "environment": environment(),

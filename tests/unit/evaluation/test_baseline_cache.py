@@ -185,3 +185,22 @@ def test_entries_round_trip_exactly_and_bad_entries_are_ignored(tmp_path: Path) 
     with pytest.raises(ValueError, match="64 hex"):
         cache.path("../escape")
     assert BaselineCache.key({"a": 1}) != BaselineCache.key({"a": 2})
+
+
+def test_an_evaluation_built_in_code_keys_its_own_probes(tmp_path: Path) -> None:
+    """Without a config naming them, the probes' parameters still reach the key."""
+    from graphssl.evaluation import Evaluation
+    from graphssl.evaluation.linear_probe import LogRegEvaluator
+
+    cfg = resolve_config(_cfg(tmp_path))
+    dm = build_datamodule(cfg)
+
+    def key(probe: LogRegEvaluator) -> str:
+        identity = Evaluation(probes={"logreg": probe}).baseline_identity(
+            dm, {"caller": "same"}, seed=0, device="cpu"
+        )
+        assert identity is not None
+        return BaselineCache.key(identity)
+
+    assert key(LogRegEvaluator(max_iter=100)) == key(LogRegEvaluator(max_iter=100))
+    assert key(LogRegEvaluator(max_iter=100)) != key(LogRegEvaluator(max_iter=200))
