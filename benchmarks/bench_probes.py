@@ -9,7 +9,9 @@
 (c) The cost of the default grid (``DEFAULT_WEIGHT_DECAYS``, 12 values from 100 to 0) against
     the earlier 6-value grid (``SPEC_WEIGHT_DECAYS``, 0.1 to 0), side by side on the same data:
     each grid warm-started (every value starts from the previous, stronger one's solution) and
-    the default grid with every fit from zero; seconds, L-BFGS iterations and the ratios.
+    the default grid with every fit from zero; and the default probe, whose walk down the grid
+    ends after ``DEFAULT_EARLY_STOP`` consecutive drops of validation accuracy: seconds, CPU
+    seconds, L-BFGS iterations, the selected λ and test accuracy, and the ratios.
 (d) ``KNNProbe`` with its float32 screening on faiss (``backend="faiss"``) vs chunked torch
     matmuls (``backend="torch"``), side by side: time, and whether the neighbours (indices and
     float64 similarities) are identical.
@@ -40,6 +42,7 @@ from torch import Tensor
 from graphssl.evaluation import logreg_probe as linear_probe
 from graphssl.evaluation.knn_probe import KNNProbe
 from graphssl.evaluation.logreg_probe import (
+    DEFAULT_EARLY_STOP,
     DEFAULT_WEIGHT_DECAYS,
     SPEC_WEIGHT_DECAYS,
     LogRegProbe,
@@ -113,7 +116,7 @@ def bench_logreg(x: np.ndarray, y: np.ndarray, n_train: int, n_val: int) -> None
 
     linear_probe._minimize_lbfgs = recording
     x_t, y_t = torch.from_numpy(x), torch.from_numpy(y)
-    probe = LogRegProbe()
+    probe = LogRegProbe(early_stop=None)  # every λ, to compare each with scikit-learn
     try:
         start = time.perf_counter()
         result = probe.evaluate(
@@ -179,20 +182,32 @@ def bench_grid(x: np.ndarray, y: np.ndarray, n_train: int, n_val: int) -> None:
         f"\n(c) grid cost: train {n_train}, val {n_val}, D={x.shape[1]}, "
         f"load average {os.getloadavg()[0]:.1f}"
     )
-    # (label, grid, warm start, bias start): the first row is the probe as it was before the
-    # grid reached 100 (its fits started from all-zero parameters)
+    # (label, grid, warm start, bias start, early stop): the first row is the probe as it was
+    # before the grid reached 100 (its fits started from all-zero parameters); the last one
+    # the default probe, whose walk down the grid ends after early_stop drops in a row
     runs = [
-        ("earlier grid, warm, zero start", SPEC_WEIGHT_DECAYS, True, False),
-        ("earlier grid, warm", SPEC_WEIGHT_DECAYS, True, True),
-        ("default grid, warm", DEFAULT_WEIGHT_DECAYS, True, True),
-        ("default grid, cold", DEFAULT_WEIGHT_DECAYS, False, True),
+        ("earlier grid, warm, zero start", SPEC_WEIGHT_DECAYS, True, False, None),
+        ("earlier grid, warm", SPEC_WEIGHT_DECAYS, True, True, None),
+        ("default grid, warm", DEFAULT_WEIGHT_DECAYS, True, True, None),
+        ("default grid, cold", DEFAULT_WEIGHT_DECAYS, False, True, None),
+        (
+            f"default, early stop {DEFAULT_EARLY_STOP}",
+            DEFAULT_WEIGHT_DECAYS,
+            True,
+            True,
+            DEFAULT_EARLY_STOP,
+        ),
     ]
     original = linear_probe._minimize_lbfgs
     bias = linear_probe.initial_bias
     seconds: list[float] = []
+    cpu: list[float] = []
     total_iters: list[int] = []
-    print(f"{'':<32} {'seconds':>8} {'iters':>7} {'selected':>9} {'test acc':>9}  iters per λ")
-    for label, grid, warm, bias_start in runs:
+    print(
+        f"{'':<32} {'seconds':>8} {'CPU s':>7} {'iters':>7} {'selected':>9} {'test acc':>9}"
+        f"  iters per λ"
+    )
+    for label, grid, warm, bias_start, early_stop in runs:
         iters: list[int] = []
 
         def counting(
@@ -208,16 +223,17 @@ def bench_grid(x: np.ndarray, y: np.ndarray, n_train: int, n_val: int) -> None:
                 n_out, dtype=torch.float64
             )
         try:
-            probe = LogRegProbe(weight_decay=grid, warm_start=warm)
-            start = time.perf_counter()
+            probe = LogRegProbe(weight_decay=grid, warm_start=warm, early_stop=early_stop)
+            start, start_cpu = time.perf_counter(), time.process_time()
             result = probe.evaluate(x_t, y_t, *masks)
             seconds.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
         finally:
             linear_probe._minimize_lbfgs = original
             linear_probe.initial_bias = bias
         total_iters.append(sum(iters))
         print(
-            f"{label:<32} {seconds[-1]:>8.1f} {sum(iters):>7d} "
+            f"{label:<32} {seconds[-1]:>8.1f} {cpu[-1]:>7.1f} {sum(iters):>7d} "
             f"{result['weight_decay']:>9g} {100 * result['test_acc']:>9.2f}  "
             + " ".join(f"{lam:g}:{it}" for lam, it in zip(grid, iters)),
             flush=True,
@@ -226,7 +242,8 @@ def bench_grid(x: np.ndarray, y: np.ndarray, n_train: int, n_val: int) -> None:
         f"ratio default grid / earlier grid as before: {seconds[2] / seconds[0]:.2f}x "
         f"(target <= 1.5x); / earlier grid with the bias start: {seconds[2] / seconds[1]:.2f}x; "
         f"default cold / warm: {seconds[3] / seconds[2]:.2f}x; L-BFGS iterations default / "
-        f"before: {total_iters[2] / total_iters[0]:.2f}x; "
+        f"before: {total_iters[2] / total_iters[0]:.2f}x; early stop / whole default grid: "
+        f"CPU {cpu[4] / cpu[2]:.2f}x, iterations {total_iters[4] / total_iters[2]:.2f}x; "
         f"load average after {os.getloadavg()[0]:.1f}"
     )
 

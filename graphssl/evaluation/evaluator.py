@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from graphssl.evaluation.baseline_cache import BaselineCache, data_digest, environment
 from graphssl.evaluation.extraction import ExtractionPlan, extract_embeddings, plan_extraction
 from graphssl.evaluation.official import OFFICIAL_METRICS, official_metrics
 from graphssl.evaluation.probe import HEADLINE
@@ -39,9 +42,15 @@ from graphssl.evaluation.runner import (
     run_diagnostics,
     run_probes,
 )
+from graphssl.threads import thread_budget
 from graphssl.utils import capture_rng, restore_rng, seed_everything
 
-__all__ = ["HEADLINE", "Evaluation", "EvaluationResult", "gains"]
+__all__ = ["BASELINE_FROM", "BASELINE_KEY", "HEADLINE", "Evaluation", "EvaluationResult", "gains"]
+
+#: tag of a run whose baseline was read from the cache: the entry's key
+BASELINE_FROM = "graphssl.baseline_from"
+#: tag of a run whose baseline was computed and stored in the cache: the entry's key
+BASELINE_KEY = "graphssl.baseline_key"
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +94,29 @@ def _fresh(probe: Any, **params: Any) -> Any:
     return out
 
 
+def _describe(obj: Any) -> dict[str, Any]:
+    """Plain values naming a probe or a diagnostic function for the baseline's cache key: its
+    class or function path and its parameters (a probe's ``get_params()``, a partial's
+    arguments); ``repr`` where neither exists."""
+    fn = getattr(obj, "func", None) if not hasattr(obj, "get_params") else None
+    target = fn if fn is not None else obj
+    kind = target if hasattr(target, "__qualname__") else type(target)  # a function or class
+    out: dict[str, Any] = {
+        "path": f"{getattr(kind, '__module__', '')}.{getattr(kind, '__qualname__', '')}"
+    }
+    if hasattr(obj, "get_params"):
+        try:
+            out["params"] = {str(k): repr(v) for k, v in obj.get_params().items()}
+        except Exception:
+            out["repr"] = repr(obj)
+    elif fn is not None:
+        out["args"] = repr(getattr(obj, "args", ()))
+        out["keywords"] = repr(sorted(getattr(obj, "keywords", {}).items()))
+    elif not callable(obj) or not hasattr(obj, "__qualname__"):
+        out["repr"] = repr(obj)
+    return out
+
+
 def _serves(probe: Any, task: str) -> bool:
     return task in getattr(type(probe), "tasks", ("classification",))
 
@@ -99,7 +131,9 @@ class EvaluationResult:
         metrics: diagnostics, probes, OGB and classifier metrics, then the baseline's.
         timings: ``time/extract_seconds``, ``time/diagnostics_seconds``,
             ``time/probe_seconds``.
-        tags: ``extract/mode`` and ``extract/reason``.
+        tags: ``extract/mode`` and ``extract/reason``; with the baseline cache,
+            ``graphssl.baseline_from`` (read from the cache) or ``graphssl.baseline_key``
+            (computed and stored), each the entry's key.
     """
 
     embeddings: Tensor
@@ -126,6 +160,9 @@ class Evaluation:
         knn_max_rows: the kNN probe's own row cap (read by its config).
         figure_max_rows: rows of the spectrum figure.
         baseline: evaluate an untrained encoder of the same architecture too.
+        baseline_cache: reuse the baseline of an identical untrained encoder and evaluation
+            from the disk cache (:mod:`graphssl.evaluation.baseline_cache`) when
+            :meth:`evaluate` is given a cache folder and the caller's ``baseline_key``.
     """
 
     def __init__(
@@ -138,6 +175,7 @@ class Evaluation:
         knn_max_rows: int | None = None,
         figure_max_rows: int | None = DEFAULT_FIGURE_MAX_ROWS,
         baseline: bool = True,
+        baseline_cache: bool = True,
     ) -> None:
         unknown = set(extraction or {}) - set(_EXTRACTION_DEFAULTS)
         if unknown:
@@ -165,6 +203,7 @@ class Evaluation:
         self.max_rows = caps["max_rows"]
         self.figure_max_rows = caps["figure_max_rows"]
         self.baseline_enabled = bool(baseline)
+        self.baseline_cache_enabled = bool(baseline_cache)
 
     # ------------------------------------------------------------------ probes
     def probes_for(self, task: str) -> dict[str, Any]:
@@ -358,20 +397,108 @@ class Evaluation:
         *,
         seed: int,
         device: str = "cpu",
+        baseline_key: Mapping[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> dict[str, float]:
         """The untrained-encoder baseline: ``untrained()`` builds the same method afresh after
         the generators are seeded with ``seed``; it is extracted, diagnosed and probed as the
         trained one, and the generators are restored afterwards, so the baseline never shifts
         the random stream of what the run does next.
 
+        With ``cache_dir`` and ``baseline_key`` (plain values naming everything the caller
+        knows determines the untrained encoder: the dataset's config, the method's config
+        without its training-only keys, the evaluation settings; see
+        :meth:`baseline_identity`), the baseline's own metrics are read from
+        ``<cache_dir>/baseline/<key>.json`` when an identical baseline was computed before, and
+        stored there otherwise (:class:`~graphssl.evaluation.baseline_cache.BaselineCache`).
+        Either way the metrics are those a fresh computation gives.
+
         Returns:
             ``probe/<p>/baseline_<key>`` for every probe key of the trained encoder,
             ``probe/<p>/gain`` (:func:`gains`), ``diag_baseline/<name>`` and
             ``time/baseline_seconds``; ``{}`` when ``baseline`` is off.
         """
+        metrics, _ = self._baseline(
+            untrained, datamodule, trained, seed, device, baseline_key, cache_dir
+        )
+        return metrics
+
+    def baseline_identity(
+        self, datamodule: Any, baseline_key: Mapping[str, Any], *, seed: int, device: str
+    ) -> dict[str, Any] | None:
+        """What the baseline's cache key is made of: ``baseline_key`` (the caller's plain
+        values), the seed, the device, this evaluation's extraction and probe settings, a digest
+        of the data and splits, and the process's library versions, graphssl code digest and
+        thread count (:func:`~graphssl.evaluation.baseline_cache.environment`); ``None`` when
+        the data cannot be digested (then nothing is cached)."""
+        digest = data_digest(datamodule)
+        if digest is None:
+            return None
+        return {
+            "caller": dict(baseline_key),
+            "seed": int(seed),
+            "device": str(device),
+            "data": digest,
+            "evaluation": {
+                "extraction": dict(self.extraction),
+                "max_rows": self.max_rows,
+                "knn_max_rows": self.knn_max_rows,
+                "diagnostics": self.diagnostics_enabled,
+                "reference": self.reference,
+                "extra_diagnostics": {
+                    n: _describe(fn) for n, fn in sorted(self.extra_diagnostics.items())
+                },
+                "probes": {n: _describe(p) for n, p in sorted(self.probes.items())},
+                "class": f"{type(self).__module__}.{type(self).__qualname__}",
+            },
+            "environment": environment(),
+        }
+
+    def _baseline(
+        self,
+        untrained: Callable[[], nn.Module],
+        datamodule: Any,
+        trained: Mapping[str, float],
+        seed: int,
+        device: str,
+        baseline_key: Mapping[str, Any] | None,
+        cache_dir: str | os.PathLike[str] | None,
+    ) -> tuple[dict[str, float], dict[str, str]]:
+        """:meth:`baseline`'s metrics and the cache tags (``{}`` without the cache)."""
         if not self.baseline_enabled:
-            return {}
+            return {}, {}
         t0 = time.perf_counter()
+        cache: BaselineCache | None = None
+        identity: dict[str, Any] | None = None
+        key = ""
+        if self.baseline_cache_enabled and cache_dir is not None and baseline_key is not None:
+            identity = self.baseline_identity(datamodule, baseline_key, seed=seed, device=device)
+            if identity is not None:
+                cache = BaselineCache(Path(cache_dir) / "baseline")
+                key = cache.key(identity)
+        own = cache.get(key) if cache is not None else None
+        tags: dict[str, str] = {}
+        if own is not None:
+            tags[BASELINE_FROM] = key
+            log.info("eval.baseline: read from the cache (%s)", key)
+        else:
+            own = self._fresh_baseline(untrained, datamodule, seed, device)
+            if cache is not None and identity is not None:
+                try:
+                    cache.put(key, own, identity)
+                    tags[BASELINE_KEY] = key
+                except OSError as err:  # a read-only or full disk: the run goes on uncached
+                    log.warning("eval.baseline_cache: could not store %s (%s)", key, err)
+        out = dict(own)
+        out.update(gains({**trained, **out}))
+        out["time/baseline_seconds"] = time.perf_counter() - t0
+        return out, tags
+
+    def _fresh_baseline(
+        self, untrained: Callable[[], nn.Module], datamodule: Any, seed: int, device: str
+    ) -> dict[str, float]:
+        """The baseline's own metrics (``diag_baseline/*``, ``probe/<p>/baseline_*``),
+        computed."""
         rng = capture_rng()
         out: dict[str, float] = {}
         try:
@@ -389,8 +516,6 @@ class Evaluation:
                 continue
             _, name, rest = key.split("/", 2)
             out[f"probe/{name}/baseline_{rest}"] = value
-        out.update(gains({**trained, **out}))
-        out["time/baseline_seconds"] = time.perf_counter() - t0
         return out
 
     def figures(
@@ -418,10 +543,33 @@ class Evaluation:
         seed: int,
         device: str = "cpu",
         untrained: Callable[[], nn.Module] | None = None,
+        baseline_key: Mapping[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> EvaluationResult:
         """Extract, diagnose and probe ``model`` on ``datamodule``; then the baseline, when
         ``untrained`` builds one (methods whose class sets ``has_untrained_baseline = False``
-        get none)."""
+        get none), from the cache in ``cache_dir`` when ``baseline_key`` is given
+        (:meth:`baseline`).
+
+        Every BLAS and OpenMP pool loaded by then runs with torch's thread count throughout
+        (:func:`graphssl.threads.thread_budget`): the process's one budget, also for the
+        libraries the probes load.
+        """
+        with thread_budget():
+            return self._evaluate(
+                model, datamodule, seed, device, untrained, baseline_key, cache_dir
+            )
+
+    def _evaluate(
+        self,
+        model: nn.Module,
+        datamodule: Any,
+        seed: int,
+        device: str,
+        untrained: Callable[[], nn.Module] | None,
+        baseline_key: Mapping[str, Any] | None,
+        cache_dir: str | os.PathLike[str] | None,
+    ) -> EvaluationResult:
         plan = self.plan(model, datamodule)
         t0 = time.perf_counter()
         z, y = self.extract(model, datamodule, device)
@@ -438,9 +586,11 @@ class Evaluation:
         result.timings["time/probe_seconds"] = time.perf_counter() - t0
         if untrained is not None and self.baseline_enabled:
             if getattr(model, "has_untrained_baseline", True):
-                result.metrics.update(
-                    self.baseline(untrained, datamodule, result.metrics, seed=seed, device=device)
+                metrics, tags = self._baseline(
+                    untrained, datamodule, result.metrics, seed, device, baseline_key, cache_dir
                 )
+                result.metrics.update(metrics)
+                result.tags.update(tags)
             else:
                 log.info(
                     "eval.baseline: %s has no untrained-encoder baseline; skipped",
@@ -451,5 +601,6 @@ class Evaluation:
     def __repr__(self) -> str:
         return (
             f"Evaluation(extraction={self.extraction['mode']}, probes={sorted(self.probes)}, "
-            f"diagnostics={self.diagnostics_enabled}, baseline={self.baseline_enabled})"
+            f"diagnostics={self.diagnostics_enabled}, baseline={self.baseline_enabled}, "
+            f"baseline_cache={self.baseline_cache_enabled})"
         )

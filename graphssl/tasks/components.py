@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALLBACK_KEYS",
+    "baseline_key",
     "build_datamodule",
     "build_evaluation",
     "build_method",
@@ -181,6 +182,30 @@ def build_evaluation(cfg: DictConfig) -> Evaluation:
     return evaluation
 
 
+#: keys of ``eval`` that cannot change the untrained-encoder baseline (callbacks, figures, the
+#: cache switch itself); every other key is part of the baseline's cache key
+_NOT_BASELINE_KEYS = (*CALLBACK_KEYS, "figures", "figure_max_rows", "baseline", "baseline_cache")
+
+
+def baseline_key(cfg: DictConfig, dm: DataModule) -> dict[str, Any]:
+    """Plain values that, with the seed, device and data the evaluation adds, decide the
+    untrained-encoder baseline of a resolved train config: the dataset's config (source,
+    split, preprocessing), the method's config with the dataset's sizes filled in and without
+    its training-only keys
+    (:func:`~graphssl.evaluation.baseline_cache.untrained_model_config`), and ``eval`` without
+    the keys the baseline never reads."""
+    from graphssl.evaluation.baseline_cache import untrained_model_config
+
+    model = OmegaConf.to_container(method_config(cfg, dm), resolve=True)
+    assert isinstance(model, dict)
+    eval_keys = [str(k) for k in cfg.eval if k not in _NOT_BASELINE_KEYS]
+    return {
+        "dataset": OmegaConf.to_container(cfg.dataset, resolve=True),
+        "model": untrained_model_config({str(k): v for k, v in model.items()}),
+        "eval": OmegaConf.to_container(OmegaConf.masked_copy(cfg.eval, eval_keys), resolve=True),
+    }
+
+
 def build_probes(probes: DictConfig | None, dm: DataModule) -> dict[str, Any]:
     """The configured probes that serve ``dm``'s task, instantiated
     (:meth:`~graphssl.evaluation.Evaluation.probes_for`)."""
@@ -211,9 +236,10 @@ def configured_extraction_plan(
 
 
 def set_threads(num_threads: Any) -> None:
-    """Apply ``num_threads`` (``null``: leave PyTorch's default)."""
-    if num_threads is None:
-        return
-    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
-        raise ValueError(f"num_threads must be a positive integer or null, got {num_threads!r}")
-    torch.set_num_threads(num_threads)
+    """Apply ``num_threads`` as the process's one thread budget: torch's intra-op threads and
+    every BLAS/OpenMP pool (NumPy's, SciPy's, scikit-learn's) get the same count, so the
+    probes do not run pools of their own on top of torch's (:mod:`graphssl.threads`).
+    ``null``: PyTorch's default (one per core) for all of them."""
+    from graphssl.threads import apply_thread_budget
+
+    apply_thread_budget(num_threads)

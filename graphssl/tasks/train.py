@@ -28,6 +28,7 @@ from graphssl.tasks._console import log_to_files
 from graphssl.tasks._summary import peak_rss_gb, summary_table
 from graphssl.tasks.callbacks import build_callbacks
 from graphssl.tasks.components import (
+    baseline_key,
     build_datamodule,
     build_evaluation,
     build_method,
@@ -97,7 +98,13 @@ def _train(cfg: DictConfig, signals: TaskSignals) -> dict[str, float]:
 
         device, seed = str(cfg.trainer.device), int(cfg.seed)
         result = evaluation.evaluate(
-            method, dm, seed=seed, device=device, untrained=lambda: build_method(cfg, dm)
+            method,
+            dm,
+            seed=seed,
+            device=device,
+            untrained=lambda: build_method(cfg, dm),
+            baseline_key=baseline_key(cfg, dm),
+            cache_dir=cfg.paths.cache_dir,
         )
         stats = dict(getattr(dm, "graph_stats", dict)())  # data/avg_degree, ...
         run.log_dataset(dm.name, OmegaConf.to_container(cfg.dataset), stats)  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -161,19 +162,26 @@ def test_hydra_callback_registered() -> None:
     assert cfg.hydra.job.chdir is False
 
 
-def test_num_threads_applies_and_rejects_bad_values() -> None:
-    from graphssl.tasks.components import set_threads as _set_threads
+def test_num_threads_applies_and_rejects_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    from threadpoolctl import threadpool_limits
 
+    from graphssl.tasks.components import set_threads as _set_threads
+    from graphssl.threads import THREAD_ENV_VARS, pool_sizes
+
+    for name in THREAD_ENV_VARS:  # restored after the test, like the pools and torch's count
+        monkeypatch.setenv(name, os.environ.get(name, ""))
     previous = torch.get_num_threads()
     try:
-        _set_threads(1)
-        assert torch.get_num_threads() == 1
-        _set_threads(None)  # null: unchanged
-        assert torch.get_num_threads() == 1
-        with pytest.raises(ValueError, match=r"num_threads.*got 0"):
-            _set_threads(0)
-        with pytest.raises(ValueError, match=r"num_threads.*'two'"):
-            _set_threads("two")
+        with threadpool_limits(limits=None):
+            _set_threads(1)
+            assert torch.get_num_threads() == 1
+            assert set(pool_sizes().values()) == {1}  # every BLAS/OpenMP pool too
+            _set_threads(None)  # null: torch's count, for every pool
+            assert torch.get_num_threads() == 1
+            with pytest.raises(ValueError, match=r"num_threads.*got 0"):
+                _set_threads(0)
+            with pytest.raises(ValueError, match=r"num_threads.*'two'"):
+                _set_threads("two")
     finally:
         torch.set_num_threads(previous)
 
