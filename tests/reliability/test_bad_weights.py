@@ -68,7 +68,7 @@ def test_the_command_line_prints_one_paragraph(tmp_path, capsys) -> None:
     path = bad_file("truncated", tmp_path)
     cfg = OmegaConf.create({"ckpt_path": str(path), "from_run": None})
     with pytest.raises(SystemExit) as exit_:
-        _run_task("graphssl", lambda c: initial_state(None, c), cfg)  # type: ignore[arg-type]
+        _run_task("graphssl", lambda c: initial_state(None, c.ckpt_path, c.get("from_run")), cfg)  # type: ignore[arg-type]
     assert exit_.value.code == 1
     err = capsys.readouterr().err
     assert f"graphssl: error: WeightsFileError: ckpt_path={str(path)!r}" in err

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from graphssl.data.cache import load_with_processed_repair, weights_only_loads
 from graphssl.data.custom import GraphFileDataModule, load_graph_file
@@ -78,7 +77,7 @@ def test_ckpt_path_pickle_is_refused(tmp_path) -> None:
         load_state(path)
     assert_refused(err, path, marker)
     with pytest.raises(UnsafeFileError) as err:
-        initial_state(None, OmegaConf.create({"ckpt_path": str(path), "from_run": None}))  # type: ignore[arg-type]
+        initial_state(None, str(path), None)  # type: ignore[arg-type]
     assert_refused(err, path, marker)
 
 
