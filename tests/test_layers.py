@@ -19,6 +19,7 @@ TOP_LEVEL = {
     "utils": "base",
     "neighbors": "base",
     "processes": "base",
+    "threads": "base",
     "__init__": "base",
     "cli": "cli",
     "__main__": "cli",
