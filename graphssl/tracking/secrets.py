@@ -19,6 +19,7 @@ command line appears nowhere in the run. Nothing is read from the environment.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
@@ -239,7 +240,7 @@ def write_config_pickle(folder: Path) -> Path:
     """Write ``folder/config.pickle`` (the whole job config, ``hydra`` node included, as Hydra's
     ``--experimental-rerun`` reads it) from ``folder``'s ``config.yaml`` and ``hydra.yaml``."""
     from hydra.conf import HydraConf
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import OmegaConf, open_dict, read_write
 
     task = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")) or {}
     hydra = yaml.safe_load((folder / "hydra.yaml").read_text(encoding="utf-8")) or {}
@@ -251,6 +252,10 @@ def write_config_pickle(folder: Path) -> Path:
     config = OmegaConf.create({k: v for k, v in task.items() if k != "hydra"})
     with open_dict(config):
         config.hydra = node
+    # the job's folders stored as they resolve now, in the job: --experimental-rerun has no
+    # ${now:...} resolver, and a sweep job's task reads hydra.sweep.dir
+    with contextlib.suppress(Exception), read_write(config.hydra):
+        OmegaConf.resolve(config.hydra)
     path = folder / HYDRA_PICKLE
     _write_atomic(path, pickle.dumps(config, protocol=4))
     return path
