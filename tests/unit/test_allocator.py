@@ -90,7 +90,10 @@ def test_allocator_block_returns_the_memory_and_restores_the_defaults() -> None:
     applied, released_mb, faults_after = out[0], float(out[1]), int(out[2])
     assert applied == "True"
     assert released_mb > 200  # the 256 MB kept inside the block went back to the system
-    assert faults_after > 5 * 10_000  # after it, each 64 MB block is mapped afresh again
+    # after it, freed 64 MB blocks go back to the system and are mapped afresh again (16,384
+    # page faults each); glibc may keep one or two of the five in its heap, which the reuse mode
+    # would do for all of them (a few hundred faults in all)
+    assert faults_after > 2 * 10_000
 
 
 @pytest.mark.slow  # a fresh interpreter counting its page faults
