@@ -43,7 +43,10 @@ def test_a_config_typed_by_a_reimported_class_is_pickled_plain(monkeypatch) -> N
 def test_joblib_jobs_leave_a_config_pickle_that_reruns(
     graphssl_cmd, cli_env, outputs_dir, tmp_path
 ) -> None:
-    pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="hydra-joblib-launcher")
+    pytest.importorskip(
+        "hydra_plugins.hydra_joblib_launcher",
+        reason="hydra-joblib-launcher is not installed (it comes with the dev extra: make install)",
+    )
     args = [*FAST, "model=dgi", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
     res = subprocess.run(
         [*graphssl_cmd, "-m", *args, "trainer.epochs=2,3"],

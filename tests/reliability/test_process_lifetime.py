@@ -154,7 +154,10 @@ def _training_workers(
     graphssl_cmd, cli_env, outputs_dir, tmp_path
 ) -> tuple[subprocess.Popen[str], list[psutil.Process], list]:
     """A 4-job joblib sweep (2 workers) whose two long jobs are both training."""
-    pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="hydra-joblib-launcher")
+    pytest.importorskip(
+        "hydra_plugins.hydra_joblib_launcher",
+        reason="hydra-joblib-launcher is not installed (it comes with the dev extra: make install)",
+    )
     proc = _start_sweep(
         graphssl_cmd, cli_env, tmp_path, *JOBLIB, "trainer.epochs=100000,100001,3,4"
     )
