@@ -10,6 +10,11 @@ ARGS   ?=
 EXTRAS ?=
 # the tested versions (pyproject.toml declares ranges); `make install CONSTRAINTS=` lets pip choose
 CONSTRAINTS ?= constraints.txt
+# pytest workers for make test / test-fast: one per core, at most 4 (each holds torch, ~1 GB);
+# files are the unit of distribution, so a module's fixtures (a SLURM cluster, a trained model)
+# are built once. TEST_JOBS=0 runs the suite in this process.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+PYTEST_PAR := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 
 empty  :=
 space  := $(empty) $(empty)
@@ -43,11 +48,11 @@ run: install
 
 ## test: the whole offline test suite (docs/testing.md: the layers, and what stays a process)
 test: install
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest $(PYTEST_PAR) $(ARGS)
 
 ## test-fast: skip tests marked slow (every graphssl process and the long trainings)
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow" $(ARGS)
+	$(BIN)/python -m pytest $(PYTEST_PAR) -m "not slow" $(ARGS)
 
 ## lint: ruff (lint + format check) and mypy
 lint: install

@@ -30,6 +30,11 @@ CONF = REPO / "conf"
 # environment) see paths.download=false unless a test turns it on against a local server.
 os.environ.setdefault("GRAPHSSL_DOWNLOAD", "false")
 
+# Under pytest-xdist (make test) each worker is one of several processes sharing the cores: one
+# intra-op thread each, inherited by the processes they start, unless the caller chose a count.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 def shared_data_dir() -> Path | None:
     """The offline dataset folder, or ``None`` when this machine has none."""
