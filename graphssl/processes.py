@@ -25,7 +25,14 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["die_with_parent", "end_processes", "running", "watch_parent"]
+__all__ = [
+    "descendants",
+    "die_with_parent",
+    "end_process_trees",
+    "end_processes",
+    "running",
+    "watch_parent",
+]
 
 log = logging.getLogger(__name__)
 
@@ -120,3 +127,45 @@ def _wait_all(pids: list[int], timeout: float) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def descendants(pid: int) -> list[int]:
+    """The pids of the processes below ``pid`` (children, their children, ...), read from
+    ``/proc`` (Linux; [] elsewhere)."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return []
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(ppid, []).append(int(name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def end_process_trees(roots: Iterable[int], grace: float = 10.0) -> None:
+    """Send SIGTERM to each of ``roots``, wait up to ``grace`` seconds for them and every
+    process below them to end, then SIGKILL what is left of those trees.
+
+    For a root that forwards SIGTERM to its own children and waits for them (submitit's local
+    job controller), the children get one SIGTERM — a training job ends its run ``KILLED`` after
+    its epoch — and the root ends with them. The trees are read before any signal, so a child
+    orphaned when its root is killed is still ended.
+    """
+    roots = [int(r) for r in roots]
+    pids = [*roots, *(d for r in roots for d in descendants(r))]
+    _signal_all(roots, signal.SIGTERM)
+    if _wait_all(pids, grace):
+        return
+    _signal_all(pids, signal.SIGKILL)
+    _wait_all(pids, 30.0)

@@ -36,7 +36,7 @@ from graphssl.data.paths import (
     require_raw_files,
     writable_root,
 )
-from graphssl.data.safe_pickle import restricted_pickles
+from graphssl.data.safe_pickle import no_code_from_raw_files
 from graphssl.utils import UnsafeFileError, allowed_globals, load_weights_only
 
 __all__ = ["GraphFileDataModule", "GraphFileError", "PyGDataModule", "load_graph_file"]
@@ -118,9 +118,8 @@ class PyGDataModule(NodeDataModule):
             )
             klass = _refusing_download(cls, self.name, root, source)
         takes_root = "root" in inspect.signature(cls).parameters
-        from torch_geometric.io import planetoid as reader
-
-        with restricted_pickles(reader):  # Planetoid's raw files are pickles: data classes only
+        # the class's process() may unpickle its raw files: data classes only, for any class
+        with no_code_from_raw_files(f"torch_geometric.datasets.{self.cls_name}"):
             dataset = klass(root=str(root), **self.kwargs) if takes_root else cls(**self.kwargs)
         if len(dataset) != 1:
             raise ValueError(

@@ -9,7 +9,8 @@ Every entry point of :mod:`graphssl.cli` goes through :func:`console_entry`, whi
   gensim's progress lines and the colour codes of Optuna's log lines off a terminal;
 - turns the remaining warnings into one-line log records (``UserWarning: ...``), so they reach
   the Hydra job log as well as the terminal;
-- ends Ctrl-C with one line naming the MLflow run(s) it marked ``KILLED`` and exit status 130.
+- ends Ctrl-C with one line naming the MLflow run(s) it marked ``KILLED`` and exit status 130;
+  Ctrl-C pressed again meanwhile is ignored.
 
 The filters match a message and the module that raises it, never a whole category.
 """
@@ -228,6 +229,12 @@ def console_entry(prog: str, hydra_main: Callable[[], Any]) -> Callable[[], Any]
         try:
             return hydra_main()
         except KeyboardInterrupt as err:
+            # from here the command only closes its runs, reports and exits: Ctrl-C pressed
+            # again (or a repeated SIGTERM) would interrupt the close or the interpreter's exit
+            # and end the process by the signal, so both stay ignored until it has ended
+            if threading.current_thread() is threading.main_thread():
+                for s in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(s, signal.SIG_IGN)
             print(f"{prog}: {interrupted_line(err)}", file=sys.stderr)
             sigterm = "SIGTERM" in str(err)
             raise SystemExit(TERMINATED_EXIT if sigterm else INTERRUPTED_EXIT) from None

@@ -26,7 +26,6 @@ from graphssl.evaluation.emir.compare import (
 )
 from graphssl.evaluation.emir.outputs import write_outputs
 from graphssl.tasks.signals import TaskSignals
-from graphssl.tracking import artifacts
 from graphssl.tracking.inputs import compare_experiment, load_embedders
 from graphssl.tracking.mlflow_store import flatten
 from graphssl.tracking.store import TrackingStore
@@ -60,7 +59,7 @@ def _compare(cfg: DictConfig) -> CompareResult:
     experiment = str(cfg.experiment_name) if cfg.get("experiment_name") else None
     parent = str(cfg.parent_run_id) if cfg.get("parent_run_id") else None
     run_ids = [str(r) for r in (cfg.get("run_ids") or [])]
-    tags = {artifacts.ROLE_TAG: "compare"}
+    tags: dict[str, str] = {}
     for key, tag in (("experiment_name", "experiment"), ("parent_run_id", "parent_run_id")):
         if cfg.get(key):
             tags[f"graphssl.compare.{tag}"] = str(cfg.get(key))
@@ -73,7 +72,13 @@ def _compare(cfg: DictConfig) -> CompareResult:
         parent_run_id=parent,
         run_ids=run_ids,
     )
-    with store.start_run(str(cfg.run_name), experiment_name=target, tags=tags) as tracker:
+    # a compare run left RUNNING by a killed graphssl-compare is marked KILLED here
+    with store.start_run(
+        str(cfg.run_name),
+        experiment_name=target,
+        tags=tags,
+        role=("compare", "graphssl-compare"),
+    ) as tracker:
         params = flatten(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
         tracker.log_params({k: v for k, v in params.items() if not k.startswith("paths.")})
         with tempfile.TemporaryDirectory(prefix="graphssl-compare-dl-") as tmp:

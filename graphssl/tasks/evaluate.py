@@ -293,13 +293,14 @@ def _log(
     measured, config_values = split_config_values(metrics)
     figures = bool(cfg.eval.get("figures", False))
     if cfg.get("as_child", False):
-        tags = {artifacts.ROLE_TAG: ROLE, "graphssl.evaluate.of": run.run_id}
+        tags = {"graphssl.evaluate.of": run.run_id}
         experiment = artifacts.experiment_name_of(store, run.experiment_id)
         with store.start_run(
             f"{run.run_name or run.run_id[:8]}-evaluate",
             experiment_name=experiment,
             parent_run_id=run.run_id,
             tags=tags,
+            role=(ROLE, "graphssl-evaluate"),
         ) as tracker:
             eval_params = flatten({"eval": OmegaConf.to_container(cfg.eval, resolve=True)})  # type: ignore[dict-item]
             tracker.log_params(eval_params)

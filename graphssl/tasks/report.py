@@ -209,7 +209,10 @@ def _log_report(
         artifacts.set_tags_on(store, str(parent), tags)
         return f"parent run {parent}, artifacts under {folder}/"
     with store.start_run(
-        str(cfg.run_name), experiment_name=experiment, tags={artifacts.ROLE_TAG: "report", **tags}
+        str(cfg.run_name),
+        experiment_name=experiment,
+        tags=tags,
+        role=("report", "graphssl-report"),
     ) as tracker:
         params = flatten(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
         tracker.log_params({k: v for k, v in params.items() if not k.startswith("paths.")})

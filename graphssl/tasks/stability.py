@@ -91,7 +91,9 @@ def run_stability(cfg: DictConfig) -> StabilityResult:
             "(the graphssl-stability command does)"
         )
     store = TrackingStore.from_config(cfg)
-    with store.start_run(str(st.get("run_name", ROLE)), tags={artifacts.ROLE_TAG: ROLE}) as tracker:
+    with store.start_run(
+        str(st.get("run_name", ROLE)), role=(ROLE, "graphssl-stability")
+    ) as tracker:
         params = flatten({"stability": OmegaConf.to_container(st, resolve=True)})  # type: ignore[dict-item]
         tracker.log_params(params)
         generated = OmegaConf.to_container(st.generated, resolve=True)

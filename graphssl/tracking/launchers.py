@@ -24,6 +24,12 @@ whatever is left after a grace period. Each worker also asks the kernel for SIGT
 launching process dies (``PR_SET_PDEATHSIG``) and exits once it is gone and no job runs, so a
 launcher killed with SIGKILL leaves no worker behind.
 
+**Stopping a submitit or Ray sweep.** Their jobs do not run in processes the launcher owns
+(a SLURM job, a local job controller, a Ray worker), so stopping the launcher alone leaves them
+running. The wrapped ``launch`` cancels every job it submitted that has not ended
+(:func:`cancel_submitit_jobs`, :func:`cancel_ray_tasks`) before the stop reaches the sweep
+callback, which then closes the parent with its children's counts.
+
 Either way the sweep exits non-zero, and the sweep callback (:mod:`graphssl.tracking.sweep`)
 marks the dead job's MLflow run — left ``RUNNING`` by its process — ``KILLED`` and records the
 counts on the parent. Hydra only instantiates launchers from its ``hydra_plugins`` package, so
@@ -34,6 +40,7 @@ classes; the sweep callback calls it when a multirun starts, in the launching pr
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -256,8 +263,42 @@ class _WaitedJob:
             return [_failed(self.config, self.overrides, self.idx, error)]
 
 
+def cancel_submitit_jobs(jobs: Sequence[Any], grace: float = _STOP_GRACE_S) -> None:
+    """Cancel the submitit ``jobs`` that have not ended (the launching process is stopping).
+
+    A local job (``submitit_local``) is a controller process with the job's process below it:
+    the controller gets SIGTERM, which it forwards to the job as SLURM's ``scancel`` does (a
+    training job ends its run ``KILLED`` after its epoch), and whatever is left of the tree
+    after ``grace`` seconds is killed. submitit's own ``LocalJob.cancel`` sends SIGINT instead,
+    on which the controller prints a KeyboardInterrupt traceback on the launcher's terminal
+    and kills the job 1 s later. Any other job (``submitit_slurm``) is cancelled with
+    ``job.cancel`` (``scancel``).
+    """
+    from graphssl.processes import end_process_trees
+
+    controllers = []
+    for job in jobs:
+        try:
+            if job.done():
+                continue
+            process = getattr(job, "_process", None)  # submitit.local.local.LocalJob's
+            if process is not None:
+                controllers.append(process)
+            else:
+                job.cancel(check=False)
+        except Exception as err:  # cancel the others all the same
+            log.warning("could not cancel submitit job %s: %s", job.job_id, _oneline(err))
+    if controllers:
+        end_process_trees([p.pid for p in controllers], grace=grace)
+        for process in controllers:
+            with contextlib.suppress(Exception):
+                process.wait(timeout=1.0)  # reaped: its pid reads as gone afterwards
+
+
 def waiting_launch(original: Callable[..., Sequence[JobReturn]]) -> Callable[..., Any]:
-    """Wrap a submitit launcher's ``launch`` so that it waits for every job."""
+    """Wrap a submitit launcher's ``launch`` so that it waits for every job, and cancels the
+    jobs it submitted when it is stopped (Ctrl-C, or SIGTERM turned into a KeyboardInterrupt
+    by the sweep callback) or fails: the sweep's parent run is closed after them."""
 
     def launch(
         launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
@@ -265,14 +306,82 @@ def waiting_launch(original: Callable[..., Sequence[JobReturn]]) -> Callable[...
         import submitit
 
         map_array = submitit.AutoExecutor.map_array
+        submitted: list[Any] = []
 
         def waited(executor: Any, fn: Any, *iterables: Any) -> list[Any]:
             jobs = map_array(executor, fn, *iterables)
+            submitted.extend(jobs)
             overrides, idxs = iterables[0], iterables[2]
             return [_WaitedJob(j, o, i, launcher.config) for j, o, i in zip(jobs, overrides, idxs)]
 
-        with mock.patch.object(submitit.AutoExecutor, "map_array", waited):
-            return original(launcher, job_overrides, initial_job_idx)
+        try:
+            with mock.patch.object(submitit.AutoExecutor, "map_array", waited):
+                return original(launcher, job_overrides, initial_job_idx)
+        except BaseException:
+            _stopping(lambda: cancel_submitit_jobs(submitted))
+            raise
+
+    return launch
+
+
+def _stopping(cancel: Callable[[], None]) -> None:
+    """Run ``cancel`` with SIGINT and SIGTERM ignored (main thread): a second Ctrl-C while the
+    jobs are being cancelled would leave some running."""
+    held: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        cancel()
+    finally:
+        for s, handler in held.items():
+            signal.signal(s, handler)
+
+
+# ------------------------------------------------------------------------------------- Ray
+def cancel_ray_tasks(refs: Sequence[Any], grace: float = _STOP_GRACE_S) -> None:
+    """Cancel the Ray tasks of ``refs`` that have not ended: ``ray.cancel`` first (a
+    KeyboardInterrupt in the task, so a training job ends its run ``KILLED``), then, after
+    ``grace`` seconds, ``ray.cancel(force=True)`` (its worker is killed; the run it left
+    ``RUNNING`` is marked ``KILLED`` when the sweep's parent is closed, if on this host)."""
+    import ray
+
+    pending = [r for r in refs if not ray.wait([r], timeout=0)[0]]
+    for ref in pending:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref)
+    if not pending:
+        return
+    _, left = ray.wait(pending, num_returns=len(pending), timeout=grace)
+    for ref in left:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=True)
+    if left:
+        ray.wait(left, num_returns=len(left), timeout=30.0)
+
+
+def ray_launch(original: Callable[..., Sequence[JobReturn]]) -> Callable[..., Any]:
+    """Wrap ``RayLauncher.launch`` so that it cancels the tasks it submitted when it is stopped
+    or fails (hydra-ray-launcher waits on them one by one and leaves them running)."""
+
+    def launch(
+        launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        from hydra_plugins.hydra_ray_launcher import _core
+
+        submit = _core.launch_job_on_ray
+        refs: list[Any] = []
+
+        def submitted(*args: Any, **kwargs: Any) -> Any:
+            ref = submit(*args, **kwargs)
+            refs.append(ref)
+            return ref
+
+        try:
+            with mock.patch.object(_core, "launch_job_on_ray", submitted):
+                return original(launcher, job_overrides, initial_job_idx)
+        except BaseException:
+            _stopping(lambda: cancel_ray_tasks(refs))
+            raise
 
     return launch
 
@@ -294,9 +403,17 @@ def install() -> None:
             BaseSubmititLauncher,
         )
     except ImportError:
+        pass
+    else:
+        if not getattr(BaseSubmititLauncher, _PATCHED, False):
+            BaseSubmititLauncher.launch = waiting_launch(  # type: ignore[method-assign]
+                BaseSubmititLauncher.launch
+            )
+            setattr(BaseSubmititLauncher, _PATCHED, True)
+    try:
+        from hydra_plugins.hydra_ray_launcher.ray_launcher import RayLauncher
+    except ImportError:
         return
-    if not getattr(BaseSubmititLauncher, _PATCHED, False):
-        BaseSubmititLauncher.launch = waiting_launch(  # type: ignore[method-assign]
-            BaseSubmititLauncher.launch
-        )
-        setattr(BaseSubmititLauncher, _PATCHED, True)
+    if not getattr(RayLauncher, _PATCHED, False):
+        RayLauncher.launch = ray_launch(RayLauncher.launch)  # type: ignore[method-assign]
+        setattr(RayLauncher, _PATCHED, True)

@@ -230,7 +230,7 @@ class TrackedRun:
             self.wait_s,
         )
         tracker = self.store.start_run(
-            job_run_name(self.identity.name, list(launch.overrides), parent),
+            job_run_name(self.identity.name, list(launch.overrides), parent, self.masker),
             parent_run_id=parent["run_id"] if parent else None,
             tags=self._tags(),
             run_id=run_id,

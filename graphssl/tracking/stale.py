@@ -4,11 +4,15 @@ Each run is tagged with the host and process id that own it and the hash of its 
 A ``RUNNING`` run of the same configuration whose process is gone from this host is stale: the
 next start of that configuration marks it ``KILLED`` — or, with ``resume=true``, continues it.
 Runs owned by another host are left alone (their process cannot be checked from here).
+
+Runs with no configuration of their own (``graphssl-compare``, ``graphssl-report``,
+``graphssl-stability``, ``graphssl-evaluate as_child=true``) carry the same owner tags and
+their role (``graphssl.role``); the next start of a command of that role in the same experiment
+marks those whose process is gone ``KILLED`` (:func:`mark_stale_role_killed`).
 """
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import socket
@@ -21,6 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HOST_TAG, PID_TAG, HASH_TAG = "graphssl.host", "graphssl.pid", "graphssl.config_hash"
+ROLE_TAG = "graphssl.role"
 
 
 def owner_tags() -> dict[str, str]:
@@ -28,11 +33,10 @@ def owner_tags() -> dict[str, str]:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError as err:
-        return err.errno == errno.EPERM
-    return True
+    # a zombie (ended, not reaped yet by a parent that is itself stopping) is gone too
+    from graphssl.processes import running
+
+    return running(pid)
 
 
 def is_stale(run: Run) -> bool:
@@ -92,3 +96,29 @@ def mark_stale_killed(client: MlflowClient, runs: list[Run], keep: str | None = 
             log.warning("marked stale run %s as KILLED", run.info.run_id)
             n += 1
     return n
+
+
+def mark_stale_role_killed(
+    client: MlflowClient, experiment_id: str, role: str, command: str
+) -> list[str]:
+    """Mark ``KILLED`` the ``RUNNING`` runs of ``experiment_id`` tagged ``graphssl.role=role``
+    whose process on this host is gone (``command`` killed with SIGKILL, a node lost); returns
+    their ids. Called by the next start of ``command``."""
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`{ROLE_TAG}` = '{role}' and attributes.status = 'RUNNING'",
+        max_results=1000,
+    )
+    closed = []
+    for run in runs:
+        if not is_stale(run):
+            continue
+        mark_killed(
+            client,
+            run,
+            f"its {command} process ended without closing the run (killed?); marked KILLED by "
+            f"the next {command}",
+        )
+        log.warning("%s run %s: its process is gone; marked KILLED", command, run.info.run_id)
+        closed.append(run.info.run_id)
+    return closed

@@ -105,11 +105,22 @@ class TrackingStore:
         tags: Mapping[str, str] | None = None,
         run_id: str | None = None,
         wait_s: float = 0.0,
+        role: tuple[str, str] | None = None,
     ) -> RunTracker:
         """A :class:`~graphssl.tracking.run.RunTracker` on this store's client (enter it);
-        creating and closing the run retry an unreachable store for ``wait_s`` seconds."""
-        from graphssl.tracking.run import RunTracker
+        creating and closing the run retry an unreachable store for ``wait_s`` seconds.
 
+        ``role`` (``("compare", "graphssl-compare")``: the run's ``graphssl.role`` and the
+        command that owns it) tags the run with its role and owning process, and first marks
+        ``KILLED`` the runs of that role in the experiment whose process on this host is gone
+        (:func:`~graphssl.tracking.stale.mark_stale_role_killed`): a command killed with SIGKILL
+        leaves its run ``RUNNING`` until its next start.
+        """
+        from graphssl.tracking.run import RunTracker
+        from graphssl.tracking.stale import ROLE_TAG, mark_stale_role_killed, owner_tags
+
+        if role is not None:
+            tags = {**(tags or {}), ROLE_TAG: role[0], **owner_tags()}
         tracker = RunTracker(
             self.tracking_uri,
             experiment_name or self.experiment_name,
@@ -121,6 +132,8 @@ class TrackingStore:
             store=self,
         )
         tracker.wait_s = wait_s
+        if role is not None:
+            mark_stale_role_killed(self.client, tracker.experiment_id, *role)
         return tracker
 
     def __repr__(self) -> str:

@@ -39,15 +39,23 @@ def read_parent(sweep_dir: str | Path) -> dict[str, Any] | None:
     return data
 
 
-def job_run_name(name: str, job_overrides: list[str], parent: dict[str, Any] | None) -> str:
+def job_run_name(
+    name: str, job_overrides: list[str], parent: dict[str, Any] | None, masker: Any = None
+) -> str:
     """``dgi-Cora[trainer.epochs=50]``: a sweep job's name with its swept values.
 
     Outside a sweep, or when the parent record names no swept keys, ``name`` is returned.
+    With ``masker`` (the run's :class:`~graphssl.tracking.secrets.Masker`) a swept value is
+    masked as the run's params are (``+db.password=a,b`` names the child
+    ``dgi-Cora[db.password=***]``): the run name is shown in every MLflow listing.
     """
     keys = (parent or {}).get("swept") or []
     if not keys:
         return name
-    label = child_label(parse_overrides(" ".join(job_overrides)), keys)
+    values = parse_overrides(" ".join(job_overrides))
+    if masker is not None:
+        values = {k: str(masker.value(k, v)) for k, v in values.items()}
+    label = child_label(values, keys)
     return f"{name}[{label}]" if label else name
 
 

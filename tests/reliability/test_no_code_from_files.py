@@ -1,6 +1,7 @@
 """No file runs code: graph files, ``ckpt_path=`` weights, trainer checkpoints, embeddings files
 and PyG's processed cache files are read with ``torch.load(weights_only=True)`` (or as ``.npz``),
-and Planetoid's raw pickles rebuild only NumPy/SciPy data classes.
+and Planetoid's raw pickles rebuild only NumPy/SciPy data classes, as do the raw files of any
+other PyG class built by ``dataset=pyg`` (``pickle.load``, ``numpy.load(allow_pickle=True)``).
 A ``.pt`` whose pickle names other Python objects is refused with one paragraph naming the file
 and how to convert it; its ``__reduce__`` (which would create a marker file) never runs."""
 
@@ -12,11 +13,12 @@ import pickle
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from graphssl.data.cache import load_with_processed_repair, weights_only_loads
-from graphssl.data.custom import GraphFileDataModule, load_graph_file
+from graphssl.data.custom import GraphFileDataModule, PyGDataModule, load_graph_file
 from graphssl.data.node import PlanetoidDataModule
 from graphssl.data.paths import DatasetCorruptError
 from graphssl.tracking.embeddings import load_payload
@@ -137,6 +139,64 @@ def test_planetoid_raw_pickle_naming_code_is_refused(tmp_path, data_dir) -> None
     with pytest.raises(DatasetCorruptError, match=r"the pickle names io\.open"):
         dm.setup()
     assert not marker.exists()
+
+
+def _lastfm_asia(raw: Path, marker: Path) -> Path:
+    """LastFMAsia's one raw file, ``lastfm_asia.npz``, with an object array as ``features``."""
+    path = raw / "lastfm_asia.npz"
+    features = np.empty(1, dtype=object)
+    features[0] = _Payload(marker)
+    np.savez(path, features=features, target=np.zeros(1), edges=np.zeros((1, 2)))
+    return path
+
+
+def _zinc(raw: Path, marker: Path) -> Path:
+    """ZINC's six raw files, ``train.pickle`` (read first) a pickle naming code."""
+    for name in ("val.pickle", "test.pickle", "train.index", "val.index", "test.index"):
+        (raw / name).write_bytes(pickle.dumps([], protocol=2))
+    path = raw / "train.pickle"
+    path.write_bytes(pickle.dumps([{"atom_type": _Payload(marker)}], protocol=2))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("write", "cls", "refusal"),
+    [
+        (_lastfm_asia, "LastFMAsia", "'features' is an array of Python objects"),
+        (_zinc, "ZINC", "names io.open"),
+    ],
+    ids=["LastFMAsia-npz", "ZINC-pickle"],
+)
+def test_pyg_class_raw_file_naming_code_is_refused(tmp_path, write, cls, refusal) -> None:
+    """A class of ``dataset=pyg`` whose ``process()`` unpickles its raw files reads them with
+    the same restriction as Planetoid's: the file is refused by name before its code runs."""
+    raw = tmp_path / "data" / cls / "raw"
+    raw.mkdir(parents=True)
+    marker = tmp_path / "MARKER"
+    path = write(raw, marker)
+    dm = PyGDataModule(cls, data_dir=tmp_path / "data", cache_dir=tmp_path / "cache")
+    with pytest.raises(UnsafeFileError) as err:
+        dm.setup()
+    text = str(err.value)
+    assert not marker.exists(), "the raw file's code ran"
+    assert path.name in text and refusal in text, text
+    assert f"torch_geometric.datasets.{cls}" in text, text
+    assert "numpy.savez(" in text and "\n" not in text, text  # how to convert it; one paragraph
+    assert pickle.load.__module__ in ("pickle", "_pickle"), "pickle.load is restored"
+    assert np.load.__module__.startswith("numpy"), "numpy.load is restored"
+
+
+def test_pyg_class_raw_npz_of_numbers_loads(tmp_path) -> None:
+    """The restriction refuses Python objects only: LastFMAsia's raw arrays of numbers load."""
+    raw = tmp_path / "data" / "LastFMAsia" / "raw"
+    raw.mkdir(parents=True)
+    edges = np.array([[0, 1], [1, 2], [2, 3]])
+    np.savez(raw / "lastfm_asia.npz", features=np.eye(4), target=np.arange(4), edges=edges)
+    dm = PyGDataModule(
+        "LastFMAsia", data_dir=tmp_path / "data", cache_dir=tmp_path / "cache", split="random"
+    )
+    dm.setup()
+    assert dm.data.num_nodes == 4 and dm.data.edge_index.shape == (2, 3)
 
 
 def test_no_call_site_unpickles() -> None:

@@ -252,3 +252,36 @@ def test_a_sweep_keeps_no_secret(tmp_path, outputs_dir) -> None:
     (parent,) = client.search_runs([client.get_experiment_by_name("graphssl").experiment_id])
     assert "+db.password=*** " in parent.data.tags["graphssl.overrides"]
     assert all(leak not in parent.data.tags["graphssl.overrides"] for leak in LEAKS)
+
+
+def test_a_sweep_child_is_named_with_its_swept_secret_masked(tasks, tmp_path) -> None:
+    """``graphssl -m +db.password=a,b seed=0,1``: each child run's name shows its swept values,
+    the secret one masked as its param is (``...[db.password=***,seed=1]``)."""
+    import dataclasses
+    import json
+
+    from graphssl.tasks.components import resolve_config, run_identity
+    from graphssl.tracking import Launch, open_run
+    from graphssl.tracking.sweep import PARENT_FILE
+
+    overrides = ("+db.password=hunter2-pw", "seed=1", "dataset=sbm")
+    cfg = resolve_config(tasks.compose("train", *overrides))
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    store = TrackingStore.from_config(cfg)
+    with store.start_run("sweep-parent", tags={"graphssl.role": "sweep"}) as parent:
+        (sweep / PARENT_FILE).write_text(
+            json.dumps({"run_id": parent.run_id, "swept": ["db.password", "seed"]})
+        )
+        launch = Launch(
+            overrides=overrides, output_dir=str(tmp_path / "0"), multirun=True, sweep_dir=str(sweep)
+        )
+        identity = dataclasses.replace(run_identity(cfg), launch=launch)
+        with open_run(cfg.logger, identity, OmegaConf.to_container(cfg)) as run:
+            run_id = run.run_id
+    child = tasks.client().get_run(run_id)
+    assert child.info.run_name.endswith("[db.password=***,seed=1]"), child.info.run_name
+    assert child.data.params["db.password"] == MASK
+    assert child.data.tags["mlflow.parentRunId"] == parent.run_id
+    stored = json.dumps([child.info.run_name, child.data.tags, child.data.params])
+    assert "hunter2-pw" not in stored

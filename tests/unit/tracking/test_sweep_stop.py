@@ -78,3 +78,63 @@ def test_the_console_line_without_a_sweep() -> None:
     err = KeyboardInterrupt()
     err.graphssl_killed_runs = ["abc"]  # type: ignore[attr-defined]
     assert interrupted_line(err) == "interrupted; run abc marked KILLED"
+
+
+def test_a_second_ctrl_c_while_the_parent_is_closed_is_ignored(monkeypatch) -> None:
+    """Ctrl-C pressed again while the console closes the sweep's parent (store calls that
+    would raise inside MLflow and print their traceback) changes nothing: the line comes."""
+    import os
+    import signal
+    import time
+
+    def close_slowly(why: str, tags: object = None) -> str:
+        os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C, in the middle of the close
+        time.sleep(0.05)  # Python runs a pending handler between bytecodes: here
+        return "sweep parent p marked KILLED (1 job started, 0 finished)"
+
+    monkeypatch.setattr(sweep, "stop_active_sweep", close_slowly)
+    handler = signal.getsignal(signal.SIGINT)
+    line = interrupted_line(KeyboardInterrupt())
+    assert line == "interrupted (Ctrl-C); sweep parent p marked KILLED (1 job started, 0 finished)"
+    assert signal.getsignal(signal.SIGINT) is handler, "Ctrl-C is handled again afterwards"
+
+
+def test_a_stopped_ray_sweep_cancels_the_tasks_it_submitted(monkeypatch) -> None:
+    """hydra-ray-launcher's launch, stopped while it waits: every task not ended is cancelled
+    (a KeyboardInterrupt in the task), and one still running after the grace period is
+    cancelled with force (its worker killed). Ray itself is replaced by a recorder."""
+    import types
+
+    import pytest
+
+    from graphssl.tracking import launchers
+
+    done: set[str] = {"finished"}
+    cancelled: list[tuple[str, bool]] = []
+
+    def wait(refs, num_returns=1, timeout=None):
+        ready = [r for r in refs if r in done]
+        return ready, [r for r in refs if r not in done]
+
+    def cancel(ref, force=False):
+        cancelled.append((ref, force))
+        if ref == "stops":  # ends on its KeyboardInterrupt
+            done.add(ref)
+
+    core = types.ModuleType("hydra_plugins.hydra_ray_launcher._core")
+    core.launch_job_on_ray = lambda name: name  # type: ignore[attr-defined]
+    package = types.ModuleType("hydra_plugins.hydra_ray_launcher")
+    package._core = core  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "hydra_plugins.hydra_ray_launcher", package)
+    monkeypatch.setitem(sys.modules, "hydra_plugins.hydra_ray_launcher._core", core)
+    ray = types.SimpleNamespace(wait=wait, cancel=cancel)
+    monkeypatch.setitem(sys.modules, "ray", ray)
+
+    def original(launcher, job_overrides, initial_job_idx):
+        for name in ("finished", "stops", "hangs"):
+            core.launch_job_on_ray(name)  # type: ignore[attr-defined]
+        raise KeyboardInterrupt  # Ctrl-C while hydra-ray-launcher waits in ray.get
+
+    with pytest.raises(KeyboardInterrupt):
+        launchers.ray_launch(original)(None, [], 0)
+    assert cancelled == [("stops", False), ("hangs", False), ("hangs", True)]
