@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -358,27 +357,13 @@ def test_every_zoo_member_builds_and_forwards() -> None:
         assert logits is not None and logits.shape == (2, 10), name
 
 
-# ---------------------------------------------------------------------------- CLI
-@pytest.mark.integration
+# ----------------------------------------------------------------------- the task
 @pytest.mark.slow
-def test_cli_simclr_on_digits(
-    graphssl_cmd: list[str], cli_env: dict[str, str], outputs_dir: Path
-) -> None:
-    from mlflow.tracking import MlflowClient
-
-    env = dict(cli_env, OMP_NUM_THREADS="1")
-    res = subprocess.run(
-        [*graphssl_cmd, "dataset=digits", "model=simclr", "encoder=timm_small", "trainer.epochs=1"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    client = MlflowClient(tracking_uri=f"sqlite:///{outputs_dir / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("graphssl")
-    assert exp is not None
-    (run,) = client.search_runs([exp.experiment_id])
+def test_train_task_simclr_on_digits(tasks) -> None:
+    """The image path end to end through the composed config: data, timm encoder, SimCLR,
+    extraction, diagnostics, probes and the store (in-process; the CLI is tested elsewhere)."""
+    tasks.train("dataset=digits", "model=simclr", "encoder=timm_small", "trainer.epochs=1")
+    (run,) = tasks.runs()
     assert run.info.status == "FINISHED"
     metrics = run.data.metrics
     assert metrics["probe/logreg/test_acc"] > 0.5
