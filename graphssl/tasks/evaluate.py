@@ -269,6 +269,7 @@ def evaluate_run(
     seed_everything(seed)
     dm = build_datamodule(data_cfg)
     evaluation = build_evaluation(cfg)
+    evaluation.check(dm)  # kNN's k fitted to the splits, as before a training run
     _check_fit(run, emb, dm, evaluation.probes_for(str(getattr(dm, "task", "classification"))))
     z = emb.embeddings
     t0 = time.perf_counter()
