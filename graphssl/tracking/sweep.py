@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from graphssl.tracking import mlflow_store
 from graphssl.tracking.stale import HOST_TAG, PID_TAG, is_stale, mark_killed, owner_tags
@@ -191,6 +191,36 @@ def set_active_sweep_tags(tags: dict[str, str]) -> None:
         _ACTIVE[-1].stop_tags.update(tags)
 
 
+def apply_sweep_limits(config: DictConfig) -> list[str]:
+    """Shorten a multirun by ``debug_limits.sweep`` (set by ``debug=fast``), in place.
+
+    Hydra calls ``on_multirun_start`` before it instantiates the sweeper from ``config``, so
+    the sweeper sees the limits: its ``n_trials`` (Optuna's) is capped at
+    ``debug_limits.sweep.n_trials``, and each key of ``debug_limits.sweep.keep`` is taken out of
+    its search space (``hydra.sweeper.params``), so every job gets the composed value (1 epoch
+    under ``debug=fast``, or the user's explicit override) instead of a searched one.
+
+    Returns:
+        What was changed, one ``"<key>: <before> -> <after>"`` per change (empty when nothing).
+    """
+    limits = (config.get("debug_limits") or {}).get("sweep") or {}
+    sweeper = config.hydra.get("sweeper") if "hydra" in config else None
+    if not limits or sweeper is None:
+        return []
+    changed: list[str] = []
+    with read_write(config.hydra), open_dict(config.hydra):
+        cap = limits.get("n_trials")
+        if cap is not None and sweeper.get("n_trials") is not None and sweeper.n_trials > cap:
+            changed.append(f"hydra.sweeper.n_trials: {sweeper.n_trials} -> {cap}")
+            sweeper.n_trials = int(cap)
+        params = sweeper.get("params")
+        for key in limits.get("keep") or []:
+            if params is not None and key in params:
+                changed.append(f"{key}: {params[key]} -> {OmegaConf.select(config, key)}")
+                params.pop(key)
+    return changed
+
+
 class MLflowSweepCallback(Callback):
     """Parent/child MLflow runs for Hydra multiruns (registered in ``conf/hydra/default.yaml``)."""
 
@@ -204,6 +234,8 @@ class MLflowSweepCallback(Callback):
         from graphssl.tracking.launchers import install
 
         install()  # a dead joblib/submitit worker then fails only its own job
+        for change in apply_sweep_limits(config):
+            log.info("debug: sweep limited, %s", change)
 
         settings = tracking_settings(config)
         client = mlflow_store.client(settings["tracking_uri"])
