@@ -232,13 +232,21 @@ def _open_sqlite_store(db: Path, tracking_uri: str) -> MlflowClient:
         return c
 
 
+#: MLflow 3's UI opens an experiment in the view this tag names; without it, an experiment with
+#: no traces may open in the GenAI view. graphssl's experiments are model training
+#: ("custom_model_development": the Runs table, where the probe/diag metrics are columns)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
 def ensure_experiment(
     mlflow_client: MlflowClient,
     name: str,
     artifact_location: str | None = None,
     retries: int = 5,
 ) -> str:
-    """Return the id of experiment ``name``, creating it (and the store) if needed.
+    """Return the id of experiment ``name``, creating it (and the store) if needed, tagged as
+    a model-training experiment (:data:`EXPERIMENT_KIND_TAG`) unless it already has a kind.
 
     Creating a fresh SQLite store migrates its schema (7–9 s); concurrent first uses race, so a
     failed creation is retried after a short wait.
@@ -250,8 +258,18 @@ def ensure_experiment(
             if exp is not None:
                 if exp.lifecycle_stage == "deleted":
                     mlflow_client.restore_experiment(exp.experiment_id)
+                if EXPERIMENT_KIND_TAG not in exp.tags:  # created before graphssl set it
+                    mlflow_client.set_experiment_tag(
+                        exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
+                    )
                 return str(exp.experiment_id)
-            return str(mlflow_client.create_experiment(name, artifact_location=artifact_location))
+            return str(
+                mlflow_client.create_experiment(
+                    name,
+                    artifact_location=artifact_location,
+                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+                )
+            )
         except Exception as err:
             db = sqlite_store_path(mlflow_client.tracking_uri)
             if db is not None and _is_disk_full(err):

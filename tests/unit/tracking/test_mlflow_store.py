@@ -95,3 +95,21 @@ def test_dataset_logging_does_not_retry_other_errors(outputs_dir: Path, monkeypa
         with pytest.raises(RuntimeError, match="schema too long"):
             run.log_dataset("SBM", {"n": 1}, {"data/num_nodes": 10.0})
     assert calls == [1]
+
+
+def test_experiments_open_in_the_model_training_view(outputs_dir: Path) -> None:
+    """graphssl's experiments carry MLflow's kind tag, so the UI opens their Runs table (not
+    the GenAI view); one created without it gets it, one with another kind keeps its own."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{outputs_dir / 'mlflow.db'}")
+    kind = "mlflow.experimentKind"
+    fresh = mlflow_store.ensure_experiment(client, "graphssl")
+    assert client.get_experiment(fresh).tags[kind] == "custom_model_development"
+    older = client.create_experiment("older")
+    assert kind not in client.get_experiment(older).tags
+    assert mlflow_store.ensure_experiment(client, "older") == older
+    assert client.get_experiment(older).tags[kind] == "custom_model_development"
+    chosen = client.create_experiment("chosen", tags={kind: "genai_development"})
+    mlflow_store.ensure_experiment(client, "chosen")
+    assert client.get_experiment(chosen).tags[kind] == "genai_development"
