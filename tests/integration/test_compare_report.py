@@ -373,3 +373,66 @@ def test_newest_named_run_matches_name_and_params(local_store: Path, tmp_path: P
     )
     assert newest_named_run(store, "emir_molecules", "other", {}) is None
     assert newest_named_run(store, "no-such-experiment", "ig-h16", {}) is None
+
+
+def _one_paragraph(text: str) -> bool:
+    return bool(text.strip()) and "\n\n" not in text.strip() and "Traceback" not in text
+
+
+@pytest.mark.parametrize("command", ["report", "compare", "stability"])
+def test_a_missing_experiment_is_one_paragraph(local_store: Path, tmp_path, capsys, command):
+    """Each command that reads stored runs refuses an unknown experiment (or run) in one
+    paragraph naming it (what the console script prints)."""
+    from graphssl.cli import LOOKUP_ERRORS, _run_task
+    from graphssl.tasks.stability import run_stability
+
+    task = {"report": run_report, "compare": run_compare, "stability": run_stability}[command]
+    missing = {"stability": "stability.sources=[run:sparsification]"}
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name=command,
+            overrides=[
+                f"paths.outputs_dir={local_store}",
+                missing.get(command, "experiment_name=sparsification"),
+                *([] if command == "stability" else [f"output_dir={tmp_path / 'out'}"]),
+            ],
+        )
+    with pytest.raises(SystemExit) as stop:
+        _run_task(f"graphssl-{command}", task, cfg, LOOKUP_ERRORS)
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert f"graphssl-{command}: error: " in err and "'sparsification'" in err, err
+    assert _one_paragraph(err), err
+
+
+def test_an_instantiation_error_is_one_paragraph(tasks, capsys) -> None:
+    """A config key a dataset does not take: Hydra's multi-line InstantiationException becomes
+    the target's own error, one paragraph naming the config key and the class."""
+    from graphssl.cli import USER_ERRORS, _run_task
+    from graphssl.tasks.train import train
+
+    cfg = tasks.compose("train", "dataset=karate", "+dataset.bogus=1")
+    with pytest.raises(SystemExit) as stop:
+        _run_task("graphssl", train, cfg, USER_ERRORS)
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("graphssl: error: TypeError: KarateClubDataModule got unknown argument")
+    assert "(while building config key dataset, graphssl.data.node.KarateClubDataModule)" in err
+    assert _one_paragraph(err) and "Error in call to target" not in err
+    assert tasks.runs() == []
+
+
+@pytest.mark.slow
+def test_report_cli_names_a_missing_experiment(local_store: Path, cli_env) -> None:
+    """``graphssl-report experiment_name=<missing>`` as a process: one paragraph, exit 1."""
+    cmd = [sys.executable, "-c", "from graphssl.cli import report_main; report_main()"]
+    res = subprocess.run(
+        [*cmd, "experiment_name=sparsification"],
+        env=cli_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert "graphssl-report: error: LookupError: MLflow experiment 'sparsification'" in res.stderr
+    assert _one_paragraph(res.stderr), res.stderr
