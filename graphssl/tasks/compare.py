@@ -62,13 +62,14 @@ def _require_selection(
     """Raise a ``ValueError`` naming the selection when it selects no run; with a ``filter``,
     the message lists the values the runs logged for each param the filter names (a filter
     compares exactly: ``'cora'`` does not select runs that logged ``Cora``)."""
-    kwargs = {"experiment": experiment, "parent_run_id": parent}
-    if artifacts.select_runs(store, filter_string=filter_string, **kwargs):
+    if artifacts.select_runs(
+        store, experiment=experiment, parent_run_id=parent, filter_string=filter_string
+    ):
         return
     where = f"experiment_name={experiment!r}" if experiment else f"parent_run_id={parent!r}"
     message = f"no FINISHED run selected by {where}"
     if filter_string:
-        unfiltered = artifacts.select_runs(store, **kwargs)
+        unfiltered = artifacts.select_runs(store, experiment=experiment, parent_run_id=parent)
         message += f" with filter={filter_string!r} ({len(unfiltered)} without the filter"
         for key in dict.fromkeys(re.findall(r"params\.(`[^`]+`|[\w.\-]+)", filter_string)):
             name = key.strip("`")
