@@ -20,7 +20,6 @@ import re
 import signal
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import hydra
@@ -28,11 +27,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from graphssl.package import config_dir
 from graphssl.tasks._console import console_entry, quiet_libraries
 from graphssl.tasks.memory import MemoryExhaustedError, memory_exhausted
 from graphssl.tasks.validate import install_config_file_checks
 
-CONFIG_PATH = str(Path(__file__).resolve().parent.parent / "conf")
+CONFIG_PATH = str(config_dir())
 
 log = logging.getLogger("graphssl")
 
