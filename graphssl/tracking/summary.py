@@ -42,6 +42,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: how the children figure is saved: cropped to what is drawn, long tick labels included
+FIGURE_SAVE_KWARGS = {"bbox_inches": "tight"}
 #: metric columns of ``children.csv`` besides the optimized metric and the probes
 _KEY_METRICS = ("diag/rankme",)
 
@@ -188,7 +190,8 @@ def _figure(rows: list[dict[str, Any]], keys: Sequence[str], metric: str, title:
     ax.set_ylabel(metric)
     ax.set_xlabel("child run (swept values)")
     ax.set_title(title)
-    fig.tight_layout()
+    # no fig.tight_layout(): labels of many swept values do not fit its grid, and it then only
+    # warns ("Tight layout not applied"); the figure is saved with bbox_inches="tight" instead
     return fig
 
 
@@ -272,7 +275,9 @@ def summarise_parent(
             parent = client.get_run(run_id)
             fig = _figure(rows, keys, metric, f"{parent.info.run_name}: {metric} per child")
             try:
-                client.log_figure(run_id, fig, "figures/children.png")
+                client.log_figure(
+                    run_id, fig, "figures/children.png", save_kwargs=FIGURE_SAVE_KWARGS
+                )
             finally:
                 import matplotlib.pyplot as plt
 
