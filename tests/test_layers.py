@@ -20,6 +20,7 @@ TOP_LEVEL = {
     "neighbors": "base",
     "processes": "base",
     "threads": "base",
+    "package": "base",
     "__init__": "base",
     "cli": "cli",
     "__main__": "cli",

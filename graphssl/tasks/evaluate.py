@@ -64,6 +64,7 @@ REPROBE_FREE = (
     "resume",
     "fail_fast",
     "optimized_metric",
+    "sweep_best_by",
     "trainer.progress",
     "trainer.checkpoint_every",
     "dataset.data_dir",

@@ -65,7 +65,8 @@ class FitResult:
         return [e.metrics["loss"] for e in self.epochs]
 
     def summary(self) -> dict[str, float]:
-        """``train/final_loss``, ``train/epochs`` and ``train/best_epoch`` (and
+        """``train/final_loss``, ``train/epochs`` and ``train/best_epoch`` (counted from 1, as
+        the ``Epoch 010`` lines; 0 when no loss was finite) (and
         ``dist/world_size`` on several processes); empty when no epoch ran (e.g.
         ``trainer.epochs=0``)."""
         if not self.epochs:
@@ -73,7 +74,7 @@ class FitResult:
         out = {
             "train/final_loss": self.epochs[-1].metrics["loss"],
             "train/epochs": float(len(self.epochs)),
-            "train/best_epoch": float(self.best_epoch),
+            "train/best_epoch": float(self.best_epoch + 1),
         }
         if self.world_size > 1:
             out["dist/world_size"] = float(self.world_size)
@@ -581,7 +582,7 @@ class Trainer:
         # least DIVERGENCE_FACTOR itself
         if abs(value) > DIVERGENCE_FACTOR * max(abs(first), 1.0):
             raise DivergedError(
-                f"{name} loss diverged at epoch {epoch}: {value:.4g}, more than "
+                f"{name} loss diverged at epoch {epoch + 1}: {value:.4g}, more than "
                 f"{DIVERGENCE_FACTOR:.0e} times its first value {first:.4g}; lower the learning "
                 f"rate (the optimizer's lr in model.optimizer) or enable trainer.grad_clip"
             )
@@ -758,16 +759,16 @@ class Trainer:
                     cb.on_epoch_complete(self, method, epoch)
                 if interrupted:
                     raise TrainingInterrupted(
-                        f"{self._stop_reason}: training stopped after epoch {epoch}"
+                        f"{self._stop_reason}: training stopped after epoch {epoch + 1}"
                         + (f"; checkpoint written to {self.last_checkpoint}" if saved else "")
                     )
                 if stop:
                     log.info(
                         "early stopping at epoch %d (%s)",
-                        epoch,
+                        epoch + 1,
                         "a callback asked"
                         if self.should_stop
-                        else f"best loss {result.best_loss:.4f} at epoch {result.best_epoch}",
+                        else f"best loss {result.best_loss:.4f} at epoch {result.best_epoch + 1}",
                     )
                     result.stopped_early = True
                     break
