@@ -27,6 +27,7 @@ from graphssl.evaluation.emir.compare import (
 )
 from graphssl.evaluation.emir.outputs import write_outputs
 from graphssl.tasks.signals import TaskSignals
+from graphssl.tracking import artifacts
 from graphssl.tracking.inputs import compare_experiment, load_embedders
 from graphssl.tracking.mlflow_store import flatten
 from graphssl.tracking.store import TrackingStore
