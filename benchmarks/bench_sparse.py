@@ -22,7 +22,8 @@ against sparse with and without converting the input first.
 
 Usage::
 
-    python benchmarks/bench_sparse.py [--epochs 5] [--repeats 3] [--presets grace_citeseer dgi_cora graphmae_cora] [--crossover]
+    python benchmarks/bench_sparse.py [--epochs 5] [--repeats 3] [--crossover]
+    python benchmarks/bench_sparse.py --presets grace_citeseer dgi_cora graphmae_cora
 """
 
 from __future__ import annotations

@@ -74,6 +74,14 @@ def dense_gflops_per_cpu_second(size: int = 2048, repeats: int = 5) -> float:
     return 2 * size**3 / best / 1e9
 
 
+def process_tree_cpu() -> float:
+    """CPU seconds of this process and of its finished children (a compiler it ran)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def cpu_seconds(fn: Any, *args: Any) -> float:
     """CPU seconds of this process spent in ``fn(*args)``."""
     t0 = time.process_time()
