@@ -18,8 +18,8 @@ result again. Any other new tensor (a sampled mini-batch's rows, say) is measure
 converted when it is sparse enough.
 
 Modes (``encoder.sparse_input``): ``"auto"`` uses the CSR form when the share of non-zeros is
-at most :data:`DENSITY_THRESHOLD`; ``"true"`` whenever the input allows it (a 2-D floating
-tensor without gradient); ``"false"`` never.
+at most :data:`DENSITY_THRESHOLD`; ``"true"`` whenever the input allows it (a 2-D float32 or
+float64 tensor without gradient); ``"false"`` never.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _eligible(x: Tensor) -> bool:
     return (
         x.layout == torch.strided
         and x.dim() == 2
-        and x.is_floating_point()
+        and x.dtype in (torch.float32, torch.float64)  # the dtypes sparse products support
         and not x.requires_grad
         and x.numel() > 0
     )

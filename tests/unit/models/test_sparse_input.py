@@ -10,10 +10,19 @@ import torch
 from torch_geometric.data import Data
 
 from graphssl.data.embedded import embedded_path, load_embedded
+from graphssl.data.sampler import make_neighbor_loader
 from graphssl.methods.dgi import DGI, shuffle_nodes
 from graphssl.methods.grace import GRACE
 from graphssl.models.augment import DropNodes, MaskFeatures, edge_and_feature
-from graphssl.models.encoders import GATEncoder, GCNEncoder, GINEncoder, MLPEncoder, SAGEEncoder
+from graphssl.models.encode import encode_layerwise, layerwise_reason
+from graphssl.models.encoders import (
+    GATEncoder,
+    GCNEncoder,
+    GINEncoder,
+    MLPEncoder,
+    SAGEEncoder,
+    seed_embeddings,
+)
 from graphssl.models.sparse_input import (
     DENSITY_THRESHOLD,
     SparseInputLinear,
@@ -167,3 +176,23 @@ def test_training_losses_match_dense_on_cora(method: str) -> None:
         runs.append(_train_losses(model, data))
     dense, sparse = runs
     torch.testing.assert_close(torch.tensor(sparse), torch.tensor(dense), rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("cls", ENCODERS)
+def test_mini_batches_and_layerwise_inference_match_dense(cls: type) -> None:
+    # sampled batches (trimmed layers, sliced features) and layer-wise inference over chunks
+    data = _sparse_graph()
+    dense, sparse = _pair(cls)
+    dense.eval(), sparse.eval()
+    with torch.no_grad():
+        for batch in make_neighbor_loader(data, [4, 3], batch_size=50):
+            torch.testing.assert_close(
+                seed_embeddings(sparse, batch), seed_embeddings(dense, batch), rtol=1e-5, atol=1e-6
+            )
+        if layerwise_reason(dense) is None:
+            torch.testing.assert_close(
+                encode_layerwise(sparse, data, chunk_nodes=64),
+                encode_layerwise(dense, data, chunk_nodes=64),
+                rtol=1e-5,
+                atol=1e-6,
+            )
