@@ -16,9 +16,10 @@ matmul measured in the same run (GFLOP per CPU-second). ``time / floor`` says ho
 is from a machine that only ran dense products at full speed; the rest is element-wise work
 (activations, softmax, message passing) and the sparse product's lower rate.
 
-``--crossover`` adds the density sweep behind ``encoder.sparse_input=auto``'s threshold: a
-random 0/1 matrix of Cora's shape times a 512-wide weight, forward and weight gradient, dense
-against sparse with and without converting the input first.
+``--crossover`` adds the sweeps behind ``encoder.sparse_input=auto``'s thresholds: a random 0/1
+matrix of Cora's shape times a 512-wide weight, forward and weight gradient, dense against
+sparse with and without converting the input first, over densities; and one-hot inputs (one
+non-zero per row) of 37 to 300 columns, for the fewest columns worth a sparse product.
 
 Usage::
 
@@ -138,6 +139,34 @@ def crossover(repeats: int = 3) -> list[tuple[float, float, float, float]]:
     return rows
 
 
+def width_crossover(repeats: int = 5) -> list[tuple[int, int, float, float]]:
+    """(rows, columns, dense, sparse converting) CPU ms for one-hot inputs (one non-zero per
+    row, as atom types) times a 128-wide weight, forward and weight gradient: how narrow a
+    sparse input may be before the sparse product stops paying."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for n, f in ((20000, 37), (3800, 37), (3800, 100), (3800, 300)):
+        x = torch.zeros(n, f)
+        x[torch.arange(n), torch.randint(0, f, (n,), generator=g)] = 1.0
+        weight = torch.randn(128, f, generator=g, requires_grad=True)
+
+        def dense(x: torch.Tensor = x, weight: torch.Tensor = weight) -> None:
+            torch.nn.functional.linear(x, weight).sum().backward()
+
+        def converting(x: torch.Tensor = x, weight: torch.Tensor = weight) -> None:
+            torch.count_nonzero(x)
+            torch.sparse.mm(x.to_sparse_csr(), weight.t()).sum().backward()
+
+        times = []
+        for fn in (dense, converting):
+            fn()
+            times.append(1e3 * min(cpu_seconds(fn) for _ in range(repeats)))
+        rows.append((n, f, *times))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--presets", nargs="+", default=PRESETS, help="conf/experiment names")
@@ -177,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         print("|---:|---:|---:|---:|")
         for density, dense, cached, converting in crossover(args.repeats):
             print(f"| {density:.2f} | {dense:.1f} | {cached:.1f} | {converting:.1f} |")
+        print("\n| one-hot rows x columns | dense ms | sparse, converting ms |")
+        print("|---|---:|---:|")
+        for n, f, dense, converting in width_crossover():
+            print(f"| {n} x {f} | {dense:.2f} | {converting:.2f} |")
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
     return 0
 

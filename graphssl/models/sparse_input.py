@@ -18,8 +18,9 @@ result again. Any other new tensor (a sampled mini-batch's rows, say) is measure
 converted when it is sparse enough.
 
 Modes (``encoder.sparse_input``): ``"auto"`` uses the CSR form when the share of non-zeros is
-at most :data:`DENSITY_THRESHOLD`; ``"true"`` whenever the input allows it (a 2-D float32 or
-float64 tensor without gradient); ``"false"`` never.
+at most :data:`DENSITY_THRESHOLD` and there are at least :data:`MIN_FEATURES` columns;
+``"true"`` whenever the input allows it (a 2-D float32 or float64 tensor without gradient);
+``"false"`` never.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from torch_geometric.nn.dense.linear import Linear
 
 __all__ = [
     "DENSITY_THRESHOLD",
+    "MIN_FEATURES",
     "MODES",
     "SparseInputLinear",
     "SparseMode",
@@ -56,6 +58,13 @@ MODES: tuple[str, ...] = ("auto", "true", "false")
 #: fresh conversion costs as much as the dense one at about 10 % non-zeros (14 % with the CSR
 #: form already cached); bag-of-words features are at 0.5-2 %.
 DENSITY_THRESHOLD: float = 0.10
+
+#: Fewest feature columns for which ``"auto"`` multiplies sparsely. A sparse product pays a cost
+#: per output element (writing the output, reading its gradient) that a narrow dense product
+#: does not outweigh: with one non-zero per row (one-hot atom types), 20,000 x 37 inputs ran 2x
+#: slower sparse, 3,800 x 100 about even, 3,800 x 300 1.6x faster
+#: (``benchmarks/bench_sparse.py --crossover``). Bag-of-words features have 500 to 8,000 columns.
+MIN_FEATURES: int = 128
 
 # tensor -> (its version counter when measured, its CSR form or None when it stays dense)
 _CACHE: WeakIdKeyDictionary = WeakIdKeyDictionary()
@@ -109,6 +118,9 @@ def sparse_form(x: Tensor, mode: SparseMode = "auto") -> Tensor | None:
     if known and (csr is not None or mode == "auto"):
         return csr
     if mode == "auto":
+        if x.size(1) < MIN_FEATURES:
+            _remember(x, None)
+            return None
         density = int(torch.count_nonzero(x)) / x.numel()
         if density > DENSITY_THRESHOLD:
             _remember(x, None)

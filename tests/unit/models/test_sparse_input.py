@@ -25,6 +25,7 @@ from graphssl.models.encoders import (
 )
 from graphssl.models.sparse_input import (
     DENSITY_THRESHOLD,
+    MIN_FEATURES,
     SparseInputLinear,
     check_mode,
     known_sparse_form,
@@ -100,6 +101,9 @@ def test_auto_mode_follows_the_density_threshold() -> None:
     assert sparse_form(dense_x, "true") is not None
     assert sparse_form(sparse_x, "false") is None
     assert sparse_form(sparse_x.clone().requires_grad_(), "true") is None  # its grad is needed
+    narrow = _sparse_graph(f=MIN_FEATURES - 1, density=DENSITY_THRESHOLD / 4).x
+    assert sparse_form(narrow, "auto") is None  # narrow inputs multiply faster densely
+    assert sparse_form(narrow, "true") is not None
 
 
 def test_cached_form_follows_in_place_changes() -> None:
