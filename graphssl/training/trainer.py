@@ -31,6 +31,7 @@ from graphssl.methods.base import SSLMethod
 from graphssl.training import distributed
 from graphssl.training.checkpoint import capture_rng, restore_rng
 from graphssl.training.checkpoint import save_checkpoint as write_checkpoint
+from graphssl.training.compile import compile_encoders, compile_problem, restore_eager
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +230,10 @@ class Trainer:
         dist_timeout_s: seconds a collective may wait for the other ranks before the fit fails,
             a guard against hangs that must also cover rank 0's callbacks between epochs
             (checkpoints, diagnostics, selection probes) (default: ``300``).
+        compile: run the method's encoders through ``torch.compile`` while training
+            (:mod:`graphssl.training.compile`); refused at construction, with what is missing,
+            where it cannot run (no C++ compiler on CPU, no ``triton`` on CUDA)
+            (default: ``False``).
     """
 
     def __init__(
@@ -250,6 +255,7 @@ class Trainer:
         devices: int = 1,
         num_nodes: int = 1,
         dist_timeout_s: float = 300.0,
+        compile: bool = False,
     ) -> None:
         for name, count in (("devices", devices), ("num_nodes", num_nodes)):
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -293,6 +299,12 @@ class Trainer:
         self.memory_budget_gb = memory_budget_gb
         self.epochs = epochs
         self.device = torch.device(device)
+        if not isinstance(compile, bool):
+            raise TypeError(f"trainer.compile must be true or false, got {compile!r}")
+        # refused here, before any data is loaded, rather than at the first compiled step
+        if compile and (problem := compile_problem(self.device)) is not None:
+            raise RuntimeError(problem)
+        self.compile = compile
         self.patience = patience
         self.mini_batch = mini_batch
         self.num_neighbors = None if num_neighbors is None else list(num_neighbors)
@@ -673,6 +685,7 @@ class Trainer:
             dynamic_ncols=True,
         )
         self.fitting = True
+        compiled = compile_encoders(method.encoders()) if self.compile else []
         try:
             for epoch in bar:
                 t0 = time.perf_counter()
@@ -773,6 +786,7 @@ class Trainer:
                     result.stopped_early = True
                     break
         finally:
+            restore_eager(compiled)
             self.fitting = False
             self._stop_reason = None
             self._epoch_state = None
