@@ -49,6 +49,19 @@ def shared_data_dir() -> Path | None:
     return None
 
 
+@pytest.fixture(autouse=True)
+def _no_hydra_state_left() -> Iterator[None]:
+    """Hydra keeps the job's config and its initialisation in process-wide singletons; a test
+    that sets them (a rerun, an in-process multirun) must not change what the next test in the
+    same worker sees (``HydraConfig.initialized()`` in the train task)."""
+    yield
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().cfg = None  # type: ignore[assignment]
+    GlobalHydra.instance().clear()
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The real offline datasets (skips the test when they are absent)."""

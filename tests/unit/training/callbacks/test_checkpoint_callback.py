@@ -160,7 +160,7 @@ def test_a_stop_writes_the_epoch_it_ends_on(tmp_path: Path) -> None:
     assert load_checkpoint(path)["stopped_early"] is True
 
     rec = Record(path)
-    message = re.escape(f"after epoch 4; checkpoint written to {path}")
+    message = re.escape(f"after epoch 5; checkpoint written to {path}")
     with pytest.raises(TrainingInterrupted, match=message):
         fit(path, rec, StopAt(4, request=True), every=10)
     assert rec.saved == [4]
