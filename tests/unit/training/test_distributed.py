@@ -543,12 +543,15 @@ def test_train_task_on_two_processes_logs_one_finished_run(
     from graphssl.tasks.train import train
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    metrics = train(_train_cfg(outputs_dir))
+    # mini-batch extraction: the two processes share the nodes out before their group closes
+    metrics = train(_train_cfg(outputs_dir, "eval.extraction.mode=mini_batch"))
     assert metrics["dist/world_size"] == 2.0 and metrics["train/epochs"] == 2.0
     run = _only_run(outputs_dir)
     assert run.info.status == "FINISHED"
     assert run.data.metrics["dist/world_size"] == 2.0
     assert run.data.tags["dist/backend"] == "gloo"
+    assert run.data.tags["extract/mode"] == "mini_batch"
+    assert run.data.tags["extract/ranks"] == "2"
     assert run.data.params["trainer.devices"] == "2"
     assert any(k.startswith("probe/") for k in run.data.metrics)
 
