@@ -199,3 +199,13 @@ def test_every_task_composes_on_the_shared_groups(task: str) -> None:
     assert cfg.hydra.help.app_name == ("graphssl" if task == "train" else f"graphssl-{task}")
     # only the train task makes a multirun one MLflow parent run
     assert ("mlflow_sweep" in cfg.hydra.callbacks) == (task == "train")
+
+
+def test_the_ranks_launcher_asks_slurm_for_one_task_per_rank() -> None:
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    cfg = compose_with(
+        "hydra/launcher=submitit_slurm_ranks", "trainer.devices=4", "trainer.num_nodes=3"
+    )
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    assert launcher["tasks_per_node"] == 4 and launcher["nodes"] == 3
+    assert launcher["_target_"].endswith("SlurmLauncher")
