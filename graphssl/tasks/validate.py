@@ -244,14 +244,16 @@ def _check_devices(cfg: DictConfig) -> None:
     _check_tasks(devices, nodes)
     if devices * nodes == 1:
         return
-    devices = devices * nodes  # the processes the messages below speak of
+    world = devices * nodes
+    # what the messages below name: the key(s) asking for the processes
+    asked = f"trainer.devices={devices}" + (f" x trainer.num_nodes={nodes}" if nodes > 1 else "")
     method = _target_class(cfg.get("model"))
     name = method.__name__ if method is not None else "the method"
     if method is not None and getattr(method, "fit_without_gradients", None) is not getattr(
         _ssl_base(), "fit_without_gradients", None
     ):
         raise ConfigError(
-            f"trainer.devices={devices} trains one model by gradient steps on several "
+            f"{asked} trains one model by gradient steps on several "
             f"processes, but {name} (DeepWalk/node2vec) trains gensim's Word2Vec on random "
             f"walks without gradient steps, which this does not split across processes; set "
             f"trainer.devices=1 (gensim's own worker threads use the cores)"
@@ -262,7 +264,7 @@ def _check_devices(cfg: DictConfig) -> None:
             "comparisons or statistics would only see each process's slice)"
         )
         raise ConfigError(
-            f"trainer.devices={devices}, but {name} does not train on several processes: "
+            f"{asked}, but {name} does not train on several processes: "
             f"{because}; expected a method listed in docs/distributed.md (DGI, GRACE, "
             f"CCA-SSG, BGRL, GraphDINO, GraphCL, InfoGraph, GraphMAE, SimCLR, BYOL, DINO, "
             f"supervised) or trainer.devices=1"
@@ -271,7 +273,7 @@ def _check_devices(cfg: DictConfig) -> None:
     node_level = dataset is not None and getattr(dataset, "is_graph_level", True) is False
     if dataset is not None and node_level and not trainer.get("mini_batch", False):
         raise ConfigError(
-            f"trainer.devices={devices} asks for {devices} processes, but "
+            f"{asked} asks for {world} processes, but "
             f"trainer.mini_batch=false trains full-batch on the one graph of dataset "
             f"{cfg.dataset.get('name', dataset.__name__)!r}: every process would compute the "
             f"same step on the whole graph, and there are no batches to split between them. "
