@@ -16,10 +16,10 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import hydra
@@ -27,11 +27,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from graphssl.package import config_dir
 from graphssl.tasks._console import console_entry, quiet_libraries
 from graphssl.tasks.memory import MemoryExhaustedError, memory_exhausted
 from graphssl.tasks.validate import install_config_file_checks
 
-CONFIG_PATH = str(Path(__file__).resolve().parent.parent / "conf")
+CONFIG_PATH = str(config_dir())
 
 log = logging.getLogger("graphssl")
 
@@ -49,6 +50,25 @@ USER_ERRORS = (
     ConnectionError,
     ImportError,
 )
+
+
+#: the commands that read stored runs also refuse an unknown run, parent or experiment id
+LOOKUP_ERRORS = (*USER_ERRORS, LookupError)
+
+
+def _built_by_hydra(err: BaseException) -> tuple[BaseException, str]:
+    """The error a config's ``_target_`` raised, and where, when Hydra's instantiate wrapped it
+    (``InstantiationException``, whose message spans lines); else ``(err, "")``."""
+    from hydra.errors import InstantiationException
+
+    cause = err.__cause__
+    if not isinstance(err, InstantiationException) or cause is None:
+        return err, ""
+    text = str(err)
+    target = re.search(r"target '([^']+)'", text)
+    key = re.search(r"full_key: (\S+)", text)
+    parts = [f"config key {key.group(1)}" if key else "", target.group(1) if target else ""]
+    return cause, " (while building " + ", ".join(p for p in parts if p) + ")"
 
 
 def _is_user_error(err: BaseException, user_errors: tuple[type[BaseException], ...]) -> bool:
@@ -96,7 +116,8 @@ def _run_task(
                 file=sys.stderr,
             )
             raise SystemExit(1) from err
-        if not _is_user_error(err, user_errors):
+        cause, where = _built_by_hydra(err)
+        if not _is_user_error(cause, user_errors):
             if multirun and cfg.get("fail_fast", False):
                 log.error("job failed and fail_fast=true; stopping the sweep: %s", err)
                 raise SystemExit(1) from err
@@ -108,7 +129,7 @@ def _run_task(
                 log.error("job failed and fail_fast=true; stopping the sweep: %s", err)
                 raise SystemExit(1) from err
             raise  # Hydra records the failure and runs the remaining jobs
-        print(f"{command}: error: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"{command}: error: {type(cause).__name__}: {cause}{where}", file=sys.stderr)
         print(
             "(the MLflow run, if one was created, is marked FAILED; set GRAPHSSL_TRACEBACK=1 "
             "for the traceback)",
@@ -125,7 +146,7 @@ def _train_main(cfg: DictConfig) -> float | None:
     if cfg.get("rerun"):  # graphssl rerun=<run id>: the stored run's config, unchanged
         from graphssl.tasks.rerun import rerun
 
-        metrics = _run_task("graphssl", rerun, cfg, (*USER_ERRORS, LookupError))
+        metrics = _run_task("graphssl", rerun, cfg, LOOKUP_ERRORS)
     else:
         metrics = _run_task("graphssl", train, cfg)
     value = metrics.get(str(cfg.get("optimized_metric")))
@@ -137,8 +158,7 @@ def _evaluate_main(cfg: DictConfig) -> None:
     """``graphssl-evaluate``: probe and diagnose stored runs again, without training."""
     from graphssl.tasks.evaluate import evaluate
 
-    # LookupError: an unknown run or experiment id
-    _run_task("graphssl-evaluate", evaluate, cfg, (*USER_ERRORS, LookupError))
+    _run_task("graphssl-evaluate", evaluate, cfg, LOOKUP_ERRORS)
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="compare")
@@ -147,7 +167,7 @@ def _compare_main(cfg: DictConfig) -> None:
     from graphssl.tasks.compare import run_compare
 
     quiet_libraries()
-    _run_task("graphssl-compare", run_compare, cfg)
+    _run_task("graphssl-compare", run_compare, cfg, LOOKUP_ERRORS)
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="report")
@@ -156,7 +176,7 @@ def _report_main(cfg: DictConfig) -> None:
     from graphssl.tasks.report import run_report
 
     quiet_libraries()
-    run_report(cfg)
+    _run_task("graphssl-report", run_report, cfg, LOOKUP_ERRORS)
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="stability")
@@ -165,7 +185,7 @@ def _stability_main(cfg: DictConfig) -> None:
     from graphssl.tasks.stability import run_stability
 
     quiet_libraries()
-    run_stability(cfg)
+    _run_task("graphssl-stability", run_stability, cfg, LOOKUP_ERRORS)
 
 
 # the console scripts: --version, quiet libraries and one line on Ctrl-C around each task

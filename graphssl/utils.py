@@ -111,9 +111,10 @@ def git_commit(cwd: str | os.PathLike[str] | None = None) -> str:
 
 def package_versions() -> dict[str, str]:
     """Versions of Python and of the packages a result depends on."""
-    out = {"python": platform.python_version()}
+    from graphssl.package import distribution_version
+
+    out = {"python": platform.python_version(), "graphssl": distribution_version()}
     for name in (
-        "graphssl",
         "torch",
         "torch-geometric",
         "hydra-core",

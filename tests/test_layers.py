@@ -20,6 +20,8 @@ TOP_LEVEL = {
     "neighbors": "base",
     "processes": "base",
     "threads": "base",
+    "progress": "base",
+    "package": "base",
     "__init__": "base",
     "cli": "cli",
     "__main__": "cli",

@@ -27,14 +27,13 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected as _to_undirected
 
 from graphssl.data.base import Split
+from graphssl.data.cache import processed_root
 from graphssl.data.node import NodeDataModule
 from graphssl.data.paths import (
     DatasetNotFoundError,
     GraphFileError,
-    download_root,
     inside_root,
     require_raw_files,
-    writable_root,
 )
 from graphssl.data.safe_pickle import no_code_from_raw_files
 from graphssl.utils import UnsafeFileError, allowed_globals, load_weights_only
@@ -60,10 +59,12 @@ def _pyg_class(name: str) -> type:
 class PyGDataModule(NodeDataModule):
     """Any node-level dataset of ``torch_geometric.datasets``, by class name.
 
-    The dataset is built as ``cls(root=<data_dir>/<cls>, **kwargs)`` (bundled datasets
+    The dataset is built as ``cls(root=<copy of data_dir/cls>, **kwargs)`` (bundled datasets
     without a ``root``, such as ``KarateClub``, as ``cls(**kwargs)``) and its one graph is
-    used. ``dataset=pyg dataset.cls=Amazon +dataset.kwargs.name=Photo`` loads Amazon Photo
-    (its raw file under ``<data_dir>/Amazon/Photo/raw``).
+    used. The root is a copy in ``cache_dir`` of ``<data_dir>/<cls>``'s raw files, so PyG's
+    ``processed/`` files and downloads never land in the data folder.
+    ``dataset=pyg dataset.cls=Amazon +dataset.kwargs.name=Photo`` loads Amazon Photo (its raw
+    file read from ``<data_dir>/Amazon/Photo/raw``).
 
     Args:
         cls: the class name in ``torch_geometric.datasets`` (e.g. ``"Amazon"``, ``"WikiCS"``).
@@ -105,22 +106,27 @@ class PyGDataModule(NodeDataModule):
     def load(self) -> Data:
         self._check_names()
         cls = _pyg_class(self.cls_name)
-        source = self.data_dir / self.cls_name
-        if self.downloads.enabled:
-            root = download_root(source, self.cache_dir)
-            self.downloads.expect(source, f"the URL of torch_geometric.datasets.{self.cls_name}")
-            klass = cls
-        else:
-            root = (
-                writable_root(source, self.cache_dir)
-                if source.is_dir()
-                else (self.cache_dir / self.cls_name)
-            )
-            klass = _refusing_download(cls, self.name, root, source)
         takes_root = "root" in inspect.signature(cls).parameters
         # the class's process() may unpickle its raw files: data classes only, for any class
-        with no_code_from_raw_files(f"torch_geometric.datasets.{self.cls_name}"):
-            dataset = klass(root=str(root), **self.kwargs) if takes_root else cls(**self.kwargs)
+        guard = no_code_from_raw_files(f"torch_geometric.datasets.{self.cls_name}")
+        if not takes_root:
+            with guard:
+                dataset = cls(**self.kwargs)
+        else:
+            # The data folder is only read: PyG gets a cached copy of <data_dir>/<cls> (an empty
+            # one when that folder is missing), keyed by the raw files' digest, and writes its
+            # processed/ files, and any download, there.
+            source = self.data_dir / self.cls_name
+            root = processed_root(source, self.cache_dir)
+            if self.downloads.enabled:
+                self.downloads.expect(
+                    source, f"the URL of torch_geometric.datasets.{self.cls_name}"
+                )
+                klass = cls
+            else:
+                klass = _refusing_download(cls, self.name, root, source)
+            with guard:
+                dataset = klass(root=str(root), **self.kwargs)
         if len(dataset) != 1:
             raise ValueError(
                 f"dataset {self.name!r} ({self.cls_name}) has {len(dataset)} graphs; "

@@ -1,20 +1,20 @@
-"""Where datasets live, how read-only sources become a writable PyG root, and downloads.
+"""Where datasets live, how their raw files become a PyG root, and downloads.
 
-A DataModule names the raw files it needs. When they are all there, they are read in place (a
-read-only folder is first copied into a writable cache). When some are missing and downloads
-are allowed (``paths.download``, the ``download`` argument), PyG or OGB fetches them from the
-dataset's URL under a connection timeout, so an offline machine fails within seconds naming the
-dataset, the folder and the URL. With downloads off, a missing file fails at once with the
-dataset, the folder searched and the files expected.
+The data folder is only read: nothing is written or created in it. A DataModule names the raw
+files it needs. When they are all there, they are copied into graphssl's cache
+(:func:`graphssl.data.cache.processed_root`), where PyG writes its ``processed/`` files. When
+some are missing and downloads are allowed (``paths.download``, the ``download`` argument), PyG
+or OGB fetches them from the dataset's URL into ``<cache_dir>/downloads/`` under a connection
+timeout, so an offline machine fails within seconds naming the dataset, the folder and the URL.
+With downloads off, a missing file fails at once with the dataset, the folder searched and the
+files expected.
 """
 
 from __future__ import annotations
 
 import http.client
 import os
-import shutil
 import socket
-import stat
 import threading
 import urllib.error
 import urllib.request
@@ -110,49 +110,11 @@ def require_raw_files(dataset: str, folder: Path, files: Sequence[str]) -> None:
         )
 
 
-def _writable(folder: Path) -> bool:
-    """Writable by us *and* meant to be: root ignores permissions, so the owner's write bit
-    is checked too (CI's shared/ copy has no write bits and must stay untouched)."""
-    return os.access(folder, os.W_OK) and bool(folder.stat().st_mode & stat.S_IWUSR)
-
-
-def writable_root(source: Path, cache_dir: Path) -> Path:
-    """A PyG root holding ``source``'s files that PyG may write ``processed/`` into.
-
-    A writable ``source`` is used in place. A read-only one (``../shared/data`` in CI) is copied
-    once into ``cache_dir/<source name>``; later calls reuse the copy when its raw files have the
-    same sizes. ``processed/`` folders are never copied: PyG rebuilds them from the raw files.
-    """
-    if _writable(source) and all(_writable(p) for p in source.rglob("*") if p.is_dir()):
-        return source
-    target = cache_dir / source.name
-    for src in source.rglob("*"):
-        if src.is_file() and "processed" not in src.relative_to(source).parts:
-            dst = target / src.relative_to(source)
-            if not dst.is_file() or dst.stat().st_size != src.stat().st_size:
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
-    return target
-
-
-def download_root(source: Path, cache_dir: Path) -> Path:
-    """A writable folder to download ``source``'s missing files into.
-
-    An existing ``source`` becomes :func:`writable_root` (files already there are kept or
-    copied). A missing one is created when its nearest existing parent is writable (the usual
-    ``data/`` of a user's machine); otherwise the download goes to ``cache_dir/<source name>``.
-    """
-    if source.is_dir():
-        return writable_root(source, cache_dir)
-    parent = source.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if parent.is_dir() and _writable(parent):
-        source.mkdir(parents=True, exist_ok=True)
-        return source
-    target = cache_dir / source.name
-    target.mkdir(parents=True, exist_ok=True)
-    return target
+def download_dir(source: Path, cache_dir: Path) -> Path:
+    """The folder that receives the downloaded raw files of data folder ``source``:
+    ``<cache_dir>/downloads/<source name>``. Downloads never go into the data folder, which
+    graphssl only reads (it may be shared or read-only); later runs find the files here."""
+    return cache_dir / "downloads" / source.name
 
 
 def _endpoint(url: str) -> tuple[str, int]:
@@ -260,19 +222,19 @@ def download_failed(
 class Downloads:
     """The download policy of one DataModule: where missing raw files go and how long to wait.
 
-    :meth:`root` returns the PyG root for a dataset folder: the files in place (or their
-    writable copy) when all are there; with downloads on and a ``url``, a writable folder PyG
-    or OGB downloads into, after checking within ``timeout`` that ``url`` can be reached;
-    otherwise a :class:`DatasetNotFoundError`. Wrap the loader in :meth:`guard` so its own
-    requests time out after ``timeout`` seconds and a network failure names the dataset, the
-    folder and the URL.
+    :meth:`root` returns the PyG root for a dataset folder: a cached copy of its files when all
+    are there (in the data folder or downloaded by an earlier run); with downloads on and a
+    ``url``, a folder of the cache PyG or OGB downloads into, after checking within ``timeout``
+    that ``url`` can be reached; otherwise a :class:`DatasetNotFoundError`. Wrap the loader in
+    :meth:`guard` so its own requests time out after ``timeout`` seconds and a network failure
+    names the dataset, the folder and the URL.
 
     Args:
         dataset: dataset name for messages.
         enabled: allow downloads (config ``paths.download``).
         timeout: seconds for each connect and read (config ``paths.download_timeout``).
-        cache_dir: writable folder for copies of read-only sources and for downloads that
-            cannot go into the data folder.
+        cache_dir: writable folder for the copies PyG processes and for downloads
+            (``<cache_dir>/downloads/``).
     """
 
     def __init__(self, dataset: str, enabled: bool, timeout: float, cache_dir: Path) -> None:
@@ -289,6 +251,9 @@ class Downloads:
         missing = missing_files(source, files)
         if not missing:
             return processed_root(source, self.cache_dir)
+        fetched = download_dir(source, self.cache_dir)
+        if fetched.is_dir() and not missing_files(fetched, files):
+            return processed_root(fetched, self.cache_dir)  # downloaded by an earlier run
         if not self.enabled or url is None:
             require_raw_files(self.dataset, source, files)
         assert url is not None
@@ -297,7 +262,8 @@ class Downloads:
             check_reachable(url, self.timeout)
         except OSError as err:
             raise download_failed(self.dataset, source, missing, len(files), url, err) from err
-        return download_root(source, self.cache_dir)
+        fetched.mkdir(parents=True, exist_ok=True)
+        return fetched
 
     def expect(self, source: Path, url: str) -> None:
         """Report network failures under :meth:`guard` as downloads of ``source`` from

@@ -47,6 +47,7 @@ from graphssl.evaluation.runner import (
     run_diagnostics,
     run_probes,
 )
+from graphssl.progress import stage
 from graphssl.threads import thread_budget
 from graphssl.utils import capture_rng, restore_rng, seed_everything
 
@@ -588,7 +589,8 @@ class Evaluation:
         else:
             plan, ranks = self.plan(model, datamodule), 1
             t0 = time.perf_counter()
-            z, y = self.extract(model, datamodule, device)
+            with stage(f"extraction ({plan.mode})"):
+                z, y = self.extract(model, datamodule, device)
             seconds = time.perf_counter() - t0
         tags = {"extract/mode": plan.mode, "extract/reason": plan.reason}
         if ranks > 1:
@@ -596,7 +598,8 @@ class Evaluation:
         result = EvaluationResult(z, y, tags=tags)
         result.timings["time/extract_seconds"] = seconds
         t0 = time.perf_counter()
-        result.metrics.update(self.diagnose(z))
+        with stage("diagnostics"):
+            result.metrics.update(self.diagnose(z))
         result.timings["time/diagnostics_seconds"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         result.metrics.update(self.probe_metrics(datamodule, z, y, seed))
@@ -604,9 +607,10 @@ class Evaluation:
         result.timings["time/probe_seconds"] = time.perf_counter() - t0
         if untrained is not None and self.baseline_enabled:
             if getattr(model, "has_untrained_baseline", True):
-                metrics, tags = self._baseline(
-                    untrained, datamodule, result.metrics, seed, device, baseline_key, cache_dir
-                )
+                with stage("untrained baseline"):
+                    metrics, tags = self._baseline(
+                        untrained, datamodule, result.metrics, seed, device, baseline_key, cache_dir
+                    )
                 result.metrics.update(metrics)
                 result.tags.update(tags)
             else:

@@ -452,7 +452,7 @@ def leaderboard(
                 figures.get((_norm(method), _norm(dataset), p, metric)),
                 factors if decompose else None,
             )
-        selected = [_metric(r, "select/best_epoch") + 1 for r in members]
+        selected = [_metric(r, "select/best_epoch") for r in members]
         peaks = [v for r in members if math.isfinite(v := _metric(r, "mem/peak_rss_gb"))]
         rows.append(
             LeaderboardRow(

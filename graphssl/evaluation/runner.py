@@ -22,6 +22,7 @@ from graphssl.evaluation.aggregate import mean_std
 from graphssl.evaluation.diagnostics import embedding_diagnostics
 from graphssl.evaluation.probe import SPLITS
 from graphssl.evaluation.subsample import cap_rows, check_max_rows, row_generator
+from graphssl.progress import stage
 from graphssl.utils import ProbeLike, SplitLike
 
 __all__ = [
@@ -168,17 +169,27 @@ def run_probes(
         if any_capped:
             embeddings, labels, splits = _compact(embeddings, labels, capped)
         out["eval/max_rows"] = float(max_rows)
-    for name, probe in probes.items():
-        results = [probe.evaluate(embeddings, labels, s.train, s.val, s.test) for s in splits]
-        summary = (
-            mean_std(results)
-            if len(results) > 1
-            else {k: float(v) for k, v in results[0].items() if isinstance(v, (int, float, bool))}
-        )
-        if len(results) > 1:
-            summary["num_splits"] = float(len(results))
-        out.update({f"probe/{name}/{k}": v for k, v in summary.items()})
+    with stage("probes", total=len(probes) * len(splits)) as progress:
+        for name, probe in probes.items():
+            results = []
+            for s in splits:
+                progress.advance(0, what=name)
+                results.append(probe.evaluate(embeddings, labels, s.train, s.val, s.test))
+                progress.advance()
+            out.update(_summary(name, results))
     return out
+
+
+def _summary(name: str, results: list[Any]) -> dict[str, float]:
+    """``probe/<name>/<metric>`` of one probe over its splits (mean and std when several)."""
+    summary = (
+        mean_std(results)
+        if len(results) > 1
+        else {k: float(v) for k, v in results[0].items() if isinstance(v, (int, float, bool))}
+    )
+    if len(results) > 1:
+        summary["num_splits"] = float(len(results))
+    return {f"probe/{name}/{k}": v for k, v in summary.items()}
 
 
 def run_diagnostics(embeddings: Tensor, *, reference: bool = False) -> dict[str, float]:

@@ -14,6 +14,7 @@ from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
 from graphssl.methods.collective import gather_rows
 from graphssl.methods.losses import dgi_bce
 from graphssl.models.encode import encode
+from graphssl.models.sparse_input import derive_rows
 
 #: a corruption: ``(x, edge_index) → x'`` or ``(x', edge_index')``, as PyG's
 #: ``DeepGraphInfomax(corruption=...)`` takes it
@@ -27,7 +28,10 @@ EDGE_ALIGNED = ("edge_weight", "edge_attr", "e_id", "num_sampled_edges", "num_sa
 
 def shuffle_nodes(x: Tensor) -> Tensor:
     """DGI's corruption: permute the rows of the feature matrix ``x`` ``(N, F)``."""
-    return x[torch.randperm(x.size(0), device=x.device)]
+    perm = torch.randperm(x.size(0), device=x.device)
+    out = x[perm]
+    derive_rows(out, x, perm)  # sparse features stay sparse: their CSR rows permuted
+    return out
 
 
 def shuffle_features(x: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:

@@ -17,6 +17,8 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import dropout_edge, mask_feature, subgraph
 
+from graphssl.models.sparse_input import derive_masked_columns, derive_scaled_rows
+
 
 def _check_prob(name: str, p: float) -> float:
     if not 0.0 <= p < 1.0:
@@ -58,7 +60,9 @@ class MaskFeatures(GraphAugment):
 
     def __call__(self, data: Data) -> Data:
         out = copy.copy(data)
-        out.x, _ = mask_feature(data.x, p=self.p, mode="col", training=self.p > 0)
+        out.x, keep = mask_feature(data.x, p=self.p, mode="col", training=self.p > 0)
+        if out.x is not data.x:  # sparse features stay sparse: the masked CSR values
+            derive_masked_columns(out.x, data.x, keep.view(-1))
         return out
 
 
@@ -78,6 +82,7 @@ def _keep_nodes(data: Data, keep: Tensor) -> Data:
     """Zero the features of the nodes outside ``keep`` ``(N,)`` bool and remove their edges."""
     out = copy.copy(data)
     out.x = data.x * keep.unsqueeze(-1).to(data.x.dtype)
+    derive_scaled_rows(out.x, data.x, keep)  # sparse features stay sparse
     edge_weight = getattr(data, "edge_weight", None)
     out.edge_index, edge_weight, edge_mask = subgraph(
         keep,

@@ -35,6 +35,13 @@ from torch_geometric.nn.resolver import activation_resolver, normalization_resol
 from torch_geometric.utils import add_self_loops, remove_self_loops, to_torch_csr_tensor
 
 from graphssl.models.layerwise import InferenceGraph, rowwise_reason
+from graphssl.models.sparse_input import (
+    SparseMode,
+    check_mode,
+    sparse_form,
+    sparse_linear,
+    use_sparse_input,
+)
 
 
 class GNNEncoder(nn.Module):
@@ -52,9 +59,15 @@ class GNNEncoder(nn.Module):
         norm: normalisation layer name, e.g. ``"batch_norm"`` (default: ``None``).
         act_last: also apply the activation to the output layer, as DGI's encoder does
             (default: ``False``).
+        sparse_input: ``"auto"``, ``"true"`` or ``"false"``: multiply sparse input features
+            (bag-of-words, ~1 % non-zero) as a sparse matrix in the first layer's linear map,
+            automatically below a measured density, always, or never; the results are the
+            dense ones up to float rounding (:mod:`graphssl.models.sparse_input`)
+            (default: ``"auto"``).
     """
 
     gnn: pyg_models.basic_gnn.BasicGNN | pyg_models.MLP
+    sparse_input: SparseMode = "auto"
 
     def __init__(
         self,
@@ -100,8 +113,34 @@ class GNNEncoder(nn.Module):
             self.num_hops, x, edge_index, num_sampled_nodes_per_hop, num_sampled_edges_per_hop
         )
         if hops is None:
-            return self.out_act(self.gnn(x, edge_index))
+            h = self._sparse_forward(x, edge_index)
+            return self.out_act(self.gnn(x, edge_index) if h is None else h)
         return self.out_act(self._bipartite(x, edge_index, *hops, output_hops))
+
+    def _use_sparse_input(self, mode: object) -> None:
+        """Let the first layer's linear map multiply sparse features as a sparse matrix
+        (``mode``: ``"auto"``, ``"true"`` or ``"false"``).
+
+        Where the first layer applies its linear map to the input itself (GCN, GAT, MLP), that
+        map becomes a :class:`~graphssl.models.sparse_input.SparseInputLinear`; GraphSAGE and
+        GIN aggregate before their linear map, so :meth:`_sparse_forward` reorders their first
+        layer instead.
+        """
+        self.sparse_input = check_mode(mode)
+        if isinstance(self.gnn, pyg_models.MLP):
+            use_sparse_input(self.gnn.lins[0], self.sparse_input)
+            return
+        first = self.gnn.convs[0]
+        for name in ("lin", "lin_src", "lin_dst"):  # GCNConv, GATConv (and SAGEConv's project)
+            lin = getattr(first, name, None)
+            if isinstance(lin, nn.Module):
+                use_sparse_input(lin, self.sparse_input)
+
+    def _sparse_forward(self, x: Tensor, edge_index: Tensor) -> Tensor | None:
+        """``self.gnn(x, edge_index)`` with a first layer that multiplies the CSR form of
+        ``x``, for encoders whose first layer aggregates before its linear map; ``None`` where
+        the dense forward runs (the default: the first linear map handles sparse input)."""
+        return None
 
     def _bipartite(
         self, x: Tensor, edge_index: Tensor, nodes: list[int], edges: list[int], keep: int = 0
@@ -311,6 +350,36 @@ def _between_layers(gnn: pyg_models.basic_gnn.BasicGNN, i: int, x: Tensor) -> Te
     return gnn.dropout(x)
 
 
+def _after_first_layer(gnn: pyg_models.basic_gnn.BasicGNN, h: Tensor, edge_index: Tensor) -> Tensor:
+    """``BasicGNN.forward`` from the output ``h`` of its first layer on (no jumping
+    knowledge, as graphssl's encoders build it)."""
+    num_layers = len(gnn.convs)
+    for i in range(num_layers):
+        if i > 0:
+            h = gnn.convs[i](h, edge_index)
+        if i < num_layers - 1:
+            h = _between_layers(gnn, i, h)
+    return h
+
+
+def _mlp_after_first_linear(mlp: pyg_models.MLP, h: Tensor) -> Tensor:
+    """PyG ``MLP.forward`` from the output ``h`` of its first linear map on (no batch
+    vector, as ``GINConv`` calls it)."""
+    for i, (lin, norm) in enumerate(zip(mlp.lins, mlp.norms)):
+        if i > 0:
+            h = lin(h)
+        if mlp.act is not None and mlp.act_first:
+            h = mlp.act(h)
+        h = norm(h, None, None) if mlp.supports_norm_batch else norm(h)
+        if mlp.act is not None and not mlp.act_first:
+            h = mlp.act(h)
+        h = torch.nn.functional.dropout(h, p=mlp.dropout[i], training=mlp.training)
+    if mlp.plain_last:
+        h = mlp.lins[-1](h) if len(mlp.lins) > 1 else h
+        h = torch.nn.functional.dropout(h, p=mlp.dropout[-1], training=mlp.training)
+    return h
+
+
 def sampled_hops(batch: Data) -> tuple[list[int], list[int]] | None:
     """``(num_sampled_nodes, num_sampled_edges)`` of a ``NeighborLoader`` batch when they still
     describe its nodes and edges (an augmentation may have changed them), else ``None``."""
@@ -367,6 +436,7 @@ class GCNEncoder(GNNEncoder):
         act_last: bool = False,
         out_channels: int | None = None,
         norm_last: bool = False,
+        sparse_input: SparseMode | bool = "auto",
     ) -> None:
         super().__init__(hidden_channels, num_layers, act, act_last, out_channels)
         if norm_last and norm is None:
@@ -386,6 +456,7 @@ class GCNEncoder(GNNEncoder):
             add_self_loops=False,
             cached=False,
         )
+        self._use_sparse_input(sparse_input)
 
     def forward(
         self,
@@ -513,11 +584,35 @@ class SAGEEncoder(GNNEncoder):
         act: str = "prelu",
         norm: str | None = None,
         act_last: bool = False,
+        sparse_input: SparseMode | bool = "auto",
     ) -> None:
         super().__init__(hidden_channels, num_layers, act, act_last)
         self.gnn = pyg_models.GraphSAGE(
             in_channels, hidden_channels, num_layers, dropout=dropout, act=act, norm=norm
         )
+        self._use_sparse_input(sparse_input)
+
+    def _sparse_forward(self, x: Tensor, edge_index: Tensor) -> Tensor | None:
+        # SAGEConv: lin_l(aggr_j x_j) + lin_r(x_i); for a linear aggregation (mean, sum) that
+        # is aggr_j (x_j W_l) + b_l + x_i W_r: both maps on the sparse rows in one product,
+        # then the aggregation on the narrow result
+        conv = self.gnn.convs[0]
+        if conv.project or conv.aggr not in ("mean", "sum", "add") or not conv.root_weight:
+            return None
+        csr = sparse_form(x, self.sparse_input)
+        if csr is None:
+            return None
+        lin_l, lin_r = conv.lin_l, conv.lin_r
+        both = sparse_linear(csr, torch.cat([lin_l.weight, lin_r.weight]))
+        left, right = both.split([lin_l.out_channels, lin_r.out_channels], dim=1)
+        h = conv.propagate(edge_index, x=(left, left), size=None) + right
+        if lin_l.bias is not None:
+            h = h + lin_l.bias
+        if lin_r.bias is not None:
+            h = h + lin_r.bias
+        if conv.normalize:
+            h = torch.nn.functional.normalize(h, p=2.0, dim=-1)
+        return _after_first_layer(self.gnn, h, edge_index)
 
     _layerwise_convs = (SAGEConv,)
 
@@ -555,6 +650,7 @@ class GATEncoder(GNNEncoder):
         act_last: bool = False,
         attn_dropout: float | None = None,
         init: str = "pyg",
+        sparse_input: SparseMode | bool = "auto",
     ) -> None:
         super().__init__(hidden_channels, num_layers, act, act_last)
         if hidden_channels % heads:
@@ -582,6 +678,7 @@ class GATEncoder(GNNEncoder):
         elif init != "pyg":
             raise ValueError(f"init must be 'pyg' or 'dgl', got {init!r}")
         self.init = init
+        self._use_sparse_input(sparse_input)
 
     _layerwise_convs = (GATConv,)
 
@@ -692,11 +789,30 @@ class GINEncoder(GNNEncoder):
         act: str = "relu",
         norm: str | None = "batch_norm",
         act_last: bool = False,
+        sparse_input: SparseMode | bool = "auto",
     ) -> None:
         super().__init__(hidden_channels, num_layers, act, act_last)
         self.gnn = pyg_models.GIN(
             in_channels, hidden_channels, num_layers, dropout=dropout, act=act, norm=norm
         )
+        self._use_sparse_input(sparse_input)
+
+    def _sparse_forward(self, x: Tensor, edge_index: Tensor) -> Tensor | None:
+        # GINConv: mlp((1 + eps) x_i + sum_j x_j); the MLP's first linear map W commutes with
+        # the sum: (1 + eps) x_i W + sum_j x_j W + b, so it runs on the sparse rows first
+        conv = self.gnn.convs[0]
+        mlp = conv.nn
+        if conv.aggr not in ("sum", "add") or not isinstance(mlp, pyg_models.MLP):
+            return None
+        csr = sparse_form(x, self.sparse_input)
+        if csr is None:
+            return None
+        first = mlp.lins[0]
+        p = sparse_linear(csr, first.weight)
+        h = conv.propagate(edge_index, x=(p, p), size=None) + (1 + conv.eps) * p
+        if first.bias is not None:
+            h = h + first.bias
+        return _after_first_layer(self.gnn, _mlp_after_first_linear(mlp, h), edge_index)
 
     _layerwise_convs = (GINConv,)
 
@@ -718,6 +834,7 @@ class MLPEncoder(GNNEncoder):
         act: str = "prelu",
         norm: str | None = None,
         act_last: bool = False,
+        sparse_input: SparseMode | bool = "auto",
     ) -> None:
         super().__init__(hidden_channels, num_layers, act, act_last)
         self.gnn = pyg_models.MLP(
@@ -730,6 +847,7 @@ class MLPEncoder(GNNEncoder):
             norm=norm,
             plain_last=False,
         )
+        self._use_sparse_input(sparse_input)
 
     @property
     def num_hops(self) -> int:

@@ -24,7 +24,6 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 __all__ = [
@@ -102,10 +101,9 @@ _pyg_patched = False
 
 def graphssl_version() -> str:
     """The installed version of graphssl (``0+unknown`` when it is not installed)."""
-    try:
-        return version("graphssl")
-    except PackageNotFoundError:
-        return "0+unknown"
+    from graphssl.package import distribution_version
+
+    return distribution_version()
 
 
 def _format_warning(

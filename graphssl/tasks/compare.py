@@ -12,6 +12,7 @@ MLflow run tagged ``graphssl.role=compare``. :func:`run_compare` is the task the
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from graphssl.evaluation.emir.compare import (
 )
 from graphssl.evaluation.emir.outputs import write_outputs
 from graphssl.tasks.signals import TaskSignals
+from graphssl.tracking import artifacts
 from graphssl.tracking.inputs import compare_experiment, load_embedders
 from graphssl.tracking.mlflow_store import flatten
 from graphssl.tracking.store import TrackingStore
@@ -44,13 +46,40 @@ def _mapping(node: DictConfig) -> dict[str, object]:
 def run_compare(cfg: DictConfig) -> CompareResult:
     """Select, load, align and compare embedders; log a ``graphssl.role=compare`` run.
 
-    The compare run is created first, so every failure (no runs, a run without embeddings,
-    a row mismatch, fewer than 2 embedders) ends it ``FAILED`` with the error as its tag.
+    A selection of no run is refused before anything is logged. The compare run is created
+    next, so every later failure (a run without embeddings, a row mismatch, fewer than 2
+    embedders) ends it ``FAILED`` with the error as its tag.
     SIGTERM is handled like Ctrl-C (:class:`~graphssl.tasks.signals.TaskSignals`): the EMIR
     workers are ended and the run ends ``KILLED``.
     """
     with TaskSignals():
         return _compare(cfg)
+
+
+def _require_selection(
+    store: TrackingStore, experiment: str | None, parent: str | None, filter_string: str | None
+) -> None:
+    """Raise a ``ValueError`` naming the selection when it selects no run; with a ``filter``,
+    the message lists the values the runs logged for each param the filter names (a filter
+    compares exactly: ``'cora'`` does not select runs that logged ``Cora``)."""
+    if artifacts.select_runs(
+        store, experiment=experiment, parent_run_id=parent, filter_string=filter_string
+    ):
+        return
+    where = f"experiment_name={experiment!r}" if experiment else f"parent_run_id={parent!r}"
+    message = f"no FINISHED run selected by {where}"
+    if filter_string:
+        unfiltered = artifacts.select_runs(store, experiment=experiment, parent_run_id=parent)
+        message += f" with filter={filter_string!r} ({len(unfiltered)} without the filter"
+        for key in dict.fromkeys(re.findall(r"params\.(`[^`]+`|[\w.\-]+)", filter_string)):
+            name = key.strip("`")
+            values = sorted({r.params[name] for r in unfiltered if name in r.params})
+            message += f"; params.{name} is one of {values}" if values else ""
+        message += "; a filter compares values exactly, case included)"
+    raise ValueError(
+        f"{message} in {store.tracking_uri}; expected FINISHED graphssl runs with "
+        f"embeddings.pt. No compare run was created."
+    )
 
 
 def _compare(cfg: DictConfig) -> CompareResult:
@@ -65,6 +94,8 @@ def _compare(cfg: DictConfig) -> CompareResult:
             tags[f"graphssl.compare.{tag}"] = str(cfg.get(key))
     if cfg.get("filter"):
         tags["graphssl.compare.filter"] = str(cfg.filter)
+    if experiment or parent:  # refused before the compare run exists: nothing to mark FAILED
+        _require_selection(store, experiment, parent, cfg.get("filter"))
     target = compare_experiment(
         store,
         str(cfg.logger.experiment_name),

@@ -64,6 +64,7 @@ REPROBE_FREE = (
     "resume",
     "fail_fast",
     "optimized_metric",
+    "sweep_best_by",
     "trainer.progress",
     "trainer.checkpoint_every",
     "dataset.data_dir",
@@ -269,6 +270,7 @@ def evaluate_run(
     seed_everything(seed)
     dm = build_datamodule(data_cfg)
     evaluation = build_evaluation(cfg)
+    evaluation.check(dm)  # kNN's k fitted to the splits, as before a training run
     _check_fit(run, emb, dm, evaluation.probes_for(str(getattr(dm, "task", "classification"))))
     z = emb.embeddings
     t0 = time.perf_counter()

@@ -33,6 +33,7 @@ from graphssl.evaluation.leaderboard import (
     write_leaderboard,
 )
 from graphssl.evaluation.report import report_metrics, write_outputs
+from graphssl.package import config_dir
 from graphssl.tracking import artifacts
 from graphssl.tracking.inputs import (
     compare_experiment,
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 __all__ = ["PUBLISHED_FILE", "load_published", "run_leaderboard", "run_report"]
 
 #: the published figures a leaderboard shows unless ``leaderboard.published_file`` names others
-PUBLISHED_FILE = Path(__file__).resolve().parents[2] / "conf" / "published.yaml"
+PUBLISHED_FILE = config_dir() / "published.yaml"
 KINDS = ("correlation", "leaderboard")
 
 

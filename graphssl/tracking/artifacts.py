@@ -142,7 +142,7 @@ def select_runs(
     Otherwise the runs of ``experiment`` (or the children of ``parent_run_id``) are searched,
     oldest first, keeping those whose status is in ``statuses`` and dropping summary runs
     (sweep parents, compare and report runs). ``filter_string`` is an extra MLflow search filter
-    (e.g. ``params.`dataset.name` = 'cora'``).
+    (e.g. ``params.`dataset.name` = 'Cora'``).
 
     Raises:
         ValueError: when nothing, or more than one kind of selection, is given.

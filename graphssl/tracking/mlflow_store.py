@@ -58,8 +58,9 @@ def client(tracking_uri: str) -> MlflowClient:
 
      For a local SQLite store, checks its folder is writable and creates/migrates the schema
      under a file lock, so several processes starting at once on a fresh store do not race
-    . For a server, a dead address fails in seconds instead of retrying for
-     minutes (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``/``_TIMEOUT`` are only defaulted, not forced).
+    . For a server, a dead address fails in seconds, in one paragraph, at the first contact
+     (:func:`check_server`); later requests retry briefly
+     (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``/``_TIMEOUT`` are only defaulted, not forced).
     """
     configure_telemetry(os.environ.get("GRAPHSSL_MLFLOW_TELEMETRY", "") == "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -87,7 +88,56 @@ def client(tracking_uri: str) -> MlflowClient:
 
         with FileLock(str(db) + ".lock", timeout=300):
             return _open_sqlite_store(db, tracking_uri)
+    check_server(tracking_uri)
     return MlflowClient(tracking_uri=tracking_uri)
+
+
+#: set in the environment once a tracking server accepted a connection (to a digest of its
+#: URI), so this process, and the sweep workers it starts, retry a later outage of that server
+#: (``logger.store_wait_s``) instead of failing at once
+ANSWERED_ENV = "GRAPHSSL_TRACKING_ANSWERED"
+#: seconds the first connection to a tracking server may take
+CONNECT_TIMEOUT_S = 5.0
+
+
+def _uri_digest(tracking_uri: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(tracking_uri.encode()).hexdigest()[:16]
+
+
+def check_server(tracking_uri: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail at once, in one paragraph, when an ``http(s)://`` tracking server that has not
+    answered this process (or the one that started it) cannot be connected to.
+
+    One TCP connection (through the proxy that applies), within ``timeout`` seconds: a refused
+    connection or an unknown host at start is a wrong address or a server not started, which
+    MLflow's HTTP retries (urllib3, a warning per attempt) and graphssl's outage retries would
+    only delay by minutes. A server that answered once keeps those retries.
+
+    Raises:
+        ConnectionError: naming the server (password masked) and what to do.
+    """
+    if not tracking_uri.startswith(("http://", "https://")):
+        return
+    digest = _uri_digest(tracking_uri)
+    if os.environ.get(ANSWERED_ENV) == digest:
+        return
+    from graphssl.data.paths import check_reachable
+
+    try:
+        check_reachable(tracking_uri, timeout)
+    except OSError as err:
+        from graphssl.tracking.secrets import Masker
+
+        shown = Masker.from_config({}).text(tracking_uri)
+        raise ConnectionError(
+            f"MLflow tracking server at {shown} is unreachable ({type(err).__name__}: {err}); "
+            f"expected a running server at that address — start it (graphssl-ui), correct "
+            f"MLFLOW_TRACKING_URI or logger.tracking_uri, or unset both to use the local "
+            f"SQLite store (outputs/mlflow.db)"
+        ) from err
+    os.environ[ANSWERED_ENV] = digest
 
 
 def sqlite_store_path(tracking_uri: str) -> Path | None:
@@ -232,13 +282,21 @@ def _open_sqlite_store(db: Path, tracking_uri: str) -> MlflowClient:
         return c
 
 
+#: MLflow 3's UI opens an experiment in the view this tag names; without it, an experiment with
+#: no traces may open in the GenAI view. graphssl's experiments are model training
+#: ("custom_model_development": the Runs table, where the probe/diag metrics are columns)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
 def ensure_experiment(
     mlflow_client: MlflowClient,
     name: str,
     artifact_location: str | None = None,
     retries: int = 5,
 ) -> str:
-    """Return the id of experiment ``name``, creating it (and the store) if needed.
+    """Return the id of experiment ``name``, creating it (and the store) if needed, tagged as
+    a model-training experiment (:data:`EXPERIMENT_KIND_TAG`) unless it already has a kind.
 
     Creating a fresh SQLite store migrates its schema (7–9 s); concurrent first uses race, so a
     failed creation is retried after a short wait.
@@ -250,8 +308,18 @@ def ensure_experiment(
             if exp is not None:
                 if exp.lifecycle_stage == "deleted":
                     mlflow_client.restore_experiment(exp.experiment_id)
+                if EXPERIMENT_KIND_TAG not in exp.tags:  # created before graphssl set it
+                    mlflow_client.set_experiment_tag(
+                        exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
+                    )
                 return str(exp.experiment_id)
-            return str(mlflow_client.create_experiment(name, artifact_location=artifact_location))
+            return str(
+                mlflow_client.create_experiment(
+                    name,
+                    artifact_location=artifact_location,
+                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+                )
+            )
         except Exception as err:
             db = sqlite_store_path(mlflow_client.tracking_uri)
             if db is not None and _is_disk_full(err):

@@ -19,11 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from graphssl.tracking import mlflow_store
 from graphssl.tracking.stale import HOST_TAG, PID_TAG, is_stale, mark_killed, owner_tags
-from graphssl.tracking.summary import child_label, parse_overrides, summarise_parent, swept_keys
+from graphssl.tracking.summary import (
+    best_lines,
+    child_label,
+    parse_overrides,
+    summarise_parent,
+    swept_keys,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +72,7 @@ def close_parent(
     interrupted: str | None = None,
     killed: list[str] | None = None,
     tags: dict[str, str] | None = None,
+    results: dict[str, Any] | None = None,
 ) -> dict[str, int]:
     """Count the parent's children by status, tag the parent with the counts and end it.
 
@@ -73,8 +80,9 @@ def close_parent(
     ``children_total``, ``children_finished`` and ``children_failed`` say why. A child still
     ``RUNNING`` whose process on this host is gone (a worker killed mid-job) is marked
     ``KILLED`` first. With ``summary`` (``optimized_metric``, ``direction``, ``swept``,
-    ``sweep_dir``) the parent also gets its best child, ``children.csv`` and a figure
-    (:func:`graphssl.tracking.summary.summarise_parent`).
+    ``sweep_dir``, ``best_by``) the parent also gets its best child per group, ``children.csv``
+    and a figure (:func:`graphssl.tracking.summary.summarise_parent`), and ``results``, when
+    given, is updated with what that logged.
 
     With ``interrupted`` (why: ``"SIGTERM received"``, a rerun finding it left behind) the sweep
     was stopped: children still ``RUNNING`` in this process or in one that is gone are marked
@@ -127,7 +135,7 @@ def close_parent(
         client.set_tag(run_id, "error", f"the sweep was stopped: {interrupted}")
     if summary is not None:
         try:
-            summarise_parent(
+            logged = summarise_parent(
                 client,
                 run_id,
                 children,
@@ -135,7 +143,10 @@ def close_parent(
                 direction=str(summary.get("direction") or "maximize"),
                 keys=list(summary.get("swept") or []),
                 sweep_dir=summary.get("sweep_dir"),
+                best_by=list(summary.get("best_by") or []),
             )
+            if results is not None:
+                results.update(logged)
         except Exception as err:  # a summary must never leave the parent RUNNING
             log.warning("sweep parent %s: could not write the summary: %s", run_id, err)
     ok = counts["children_failed"] == 0 and counts["children_total"] > 0
@@ -199,6 +210,75 @@ def set_active_sweep_tags(tags: dict[str, str]) -> None:
         _ACTIVE[-1].stop_tags.update(tags)
 
 
+def apply_sweep_limits(config: DictConfig) -> list[str]:
+    """Shorten a multirun by ``debug_limits.sweep`` (set by ``debug=fast``), in place.
+
+    Hydra calls ``on_multirun_start`` before it instantiates the sweeper from ``config``, so
+    the sweeper sees the limits: its ``n_trials`` (Optuna's) is capped at
+    ``debug_limits.sweep.n_trials``, and each key of ``debug_limits.sweep.keep`` is taken out of
+    its search space (``hydra.sweeper.params``), so every job gets the composed value (1 epoch
+    under ``debug=fast``, or the user's explicit override) instead of a searched one.
+
+    Returns:
+        What was changed, one ``"<key>: <before> -> <after>"`` per change (empty when nothing).
+    """
+    limits = (config.get("debug_limits") or {}).get("sweep") or {}
+    sweeper = config.hydra.get("sweeper") if "hydra" in config else None
+    if not limits or sweeper is None:
+        return []
+    changed: list[str] = []
+    with read_write(config.hydra), open_dict(config.hydra):
+        cap = limits.get("n_trials")
+        if cap is not None and sweeper.get("n_trials") is not None and sweeper.n_trials > cap:
+            changed.append(f"hydra.sweeper.n_trials: {sweeper.n_trials} -> {cap}")
+            sweeper.n_trials = int(cap)
+        params = sweeper.get("params")
+        for key in limits.get("keep") or []:
+            if params is not None and key in params:
+                changed.append(f"{key}: {params[key]} -> {OmegaConf.select(config, key)}")
+                params.pop(key)
+    return changed
+
+
+def sweep_description(
+    overrides: list[str],
+    swept: list[str],
+    metric: str | None,
+    direction: str,
+    best_by: list[str],
+) -> str:
+    """The parent run's description (``mlflow.note.content``, the UI's "Description")."""
+    text = (
+        f"Sweep `graphssl -m {' '.join(overrides)}`: one child run per job, named by its swept "
+        f"values ({', '.join(swept) or 'none'})."
+    )
+    if metric:
+        per = f" per {', '.join(best_by)}" if best_by else ""
+        text += f" Best child by {metric} ({direction}){per} (config key sweep_best_by)."
+    return text
+
+
+def sweep_params(config: DictConfig, overrides: list[str], best_by: list[str]) -> dict[str, Any]:
+    """The parent run's params: each command-line override as given (a swept key holds its
+    values, ``model=dgi,grace`` → ``model: dgi,grace``), the sweeper's search space
+    (``hydra.sweeper.params``), and the sweep's settings under ``sweep.``."""
+    params: dict[str, Any] = {}
+    for key, value in parse_overrides(" ".join(overrides)).items():
+        params[key] = value
+    sweeper = config.hydra.get("sweeper") or {}
+    for key, value in (sweeper.get("params") or {}).items():
+        params.setdefault(str(key), value)
+    params["sweep.optimized_metric"] = config.get("optimized_metric")
+    params["sweep.best_by"] = ",".join(best_by)
+    params["sweep.sweeper"] = str(sweeper.get("_target_", "")).rsplit(".", 1)[-1]
+    launcher = config.hydra.get("launcher") or {}
+    params["sweep.launcher"] = str(launcher.get("_target_", "")).rsplit(".", 1)[-1]
+    for key in ("n_trials", "direction"):
+        if sweeper.get(key) is not None:
+            params[f"sweep.{key}"] = sweeper.get(key)
+    return params
+
+
 class MLflowSweepCallback(Callback):
     """Parent/child MLflow runs for Hydra multiruns (registered in ``conf/hydra/default.yaml``)."""
 
@@ -212,6 +292,8 @@ class MLflowSweepCallback(Callback):
         from graphssl.tracking.launchers import install
 
         install()  # a dead joblib/submitit worker then fails only its own job
+        for change in apply_sweep_limits(config):
+            log.info("debug: sweep limited, %s", change)
 
         settings = tracking_settings(config)
         client = mlflow_store.client(settings["tracking_uri"])
@@ -226,27 +308,37 @@ class MLflowSweepCallback(Callback):
         if not isinstance(direction, str):  # Optuna's multi-objective list
             direction = "maximize"
         swept = swept_keys(overrides, list((sweeper.get("params") or {}).keys()))
+        best_by = [str(k) for k in (config.get("sweep_best_by") or [])]
+        metric = config.get("optimized_metric")
         close_stale_parents(client, settings["tracking_uri"], experiment_id)
+        masker = _job_masker(config)  # secrets in the overrides are masked
         run = client.create_run(
             experiment_id,
             run_name=f"sweep-{sweep_dir.name}",
-            tags=_job_masker(config).mapping(  # secrets in the overrides are masked
+            tags=masker.mapping(
                 {
                     "graphssl.role": "sweep",
                     "graphssl.overrides": " ".join(overrides),
                     "graphssl.sweep_dir": str(sweep_dir.absolute()),
+                    "mlflow.note.content": sweep_description(
+                        overrides, swept, metric, str(direction), best_by
+                    ),
                     **owner_tags(),  # a later sweep marks it KILLED if this process is killed
                 }
             ),
+        )
+        mlflow_store.log_params(
+            client, run.info.run_id, masker.mapping(sweep_params(config, overrides, best_by))
         )
         self._parent = {
             "run_id": run.info.run_id,
             "experiment_id": experiment_id,
             "tracking_uri": settings["tracking_uri"],
             "swept": swept,
-            "optimized_metric": config.get("optimized_metric"),
+            "optimized_metric": metric,
             "direction": str(direction),
             "sweep_dir": str(sweep_dir.absolute()),
+            "best_by": best_by,
         }
         (sweep_dir / PARENT_FILE).write_text(json.dumps(self._parent))
         log.info("MLflow sweep parent run %s", run.info.run_id)
@@ -275,9 +367,23 @@ class MLflowSweepCallback(Callback):
         if self._parent is None:
             return
         parent, self._parent = self._parent, None
-        counts = close_parent(parent["tracking_uri"], parent["run_id"], summary=parent)
+        results: dict[str, Any] = {}
+        counts = close_parent(
+            parent["tracking_uri"], parent["run_id"], summary=parent, results=results
+        )
         if counts:
             log.info("sweep parent %s: %s", parent["run_id"], counts)
+            metric = parent.get("optimized_metric")
+            if metric and "best" in results:
+                lines = best_lines(
+                    results["best"], metric, parent["direction"], parent.get("best_by") or []
+                )
+                # the terminal's last word on a sweep: which child to look at
+                print(
+                    f"sweep {parent['run_id']}: {counts['children_finished']} of "
+                    f"{counts['children_total']} children finished; " + "\n".join(lines),
+                    flush=True,
+                )
 
     def stop(self, why: str, tags: dict[str, str] | None = None) -> str | None:
         """End the parent ``KILLED`` (see :func:`stop_active_sweep`)."""

@@ -31,6 +31,7 @@ from graphssl.methods.base import SSLMethod
 from graphssl.training import distributed
 from graphssl.training.checkpoint import capture_rng, restore_rng
 from graphssl.training.checkpoint import save_checkpoint as write_checkpoint
+from graphssl.training.compile import compile_encoders, compile_problem, restore_eager
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,8 @@ class FitResult:
         return [e.metrics["loss"] for e in self.epochs]
 
     def summary(self) -> dict[str, float]:
-        """``train/final_loss``, ``train/epochs`` and ``train/best_epoch`` (and
+        """``train/final_loss``, ``train/epochs`` and ``train/best_epoch`` (counted from 1, as
+        the ``Epoch 010`` lines; 0 when no loss was finite) (and
         ``dist/world_size`` on several processes); empty when no epoch ran (e.g.
         ``trainer.epochs=0``)."""
         if not self.epochs:
@@ -73,7 +75,7 @@ class FitResult:
         out = {
             "train/final_loss": self.epochs[-1].metrics["loss"],
             "train/epochs": float(len(self.epochs)),
-            "train/best_epoch": float(self.best_epoch),
+            "train/best_epoch": float(self.best_epoch + 1),
         }
         if self.world_size > 1:
             out["dist/world_size"] = float(self.world_size)
@@ -229,6 +231,10 @@ class Trainer:
         dist_timeout_s: seconds a collective may wait for the other ranks before the fit fails,
             a guard against hangs that must also cover rank 0's callbacks between epochs
             (checkpoints, diagnostics, selection probes) (default: ``300``).
+        compile: run the method's encoders through ``torch.compile`` while training
+            (:mod:`graphssl.training.compile`); refused at construction, with what is missing,
+            where it cannot run (no C++ compiler on CPU, no ``triton`` on CUDA)
+            (default: ``False``).
     """
 
     def __init__(
@@ -250,6 +256,7 @@ class Trainer:
         devices: int = 1,
         num_nodes: int = 1,
         dist_timeout_s: float = 300.0,
+        compile: bool = False,
     ) -> None:
         for name, count in (("devices", devices), ("num_nodes", num_nodes)):
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -288,6 +295,12 @@ class Trainer:
         self.memory_budget_gb = memory_budget_gb
         self.epochs = epochs
         self.device = torch.device(device)
+        if not isinstance(compile, bool):
+            raise TypeError(f"trainer.compile must be true or false, got {compile!r}")
+        # refused here, before any data is loaded, rather than at the first compiled step
+        if compile and (problem := compile_problem(self.device)) is not None:
+            raise RuntimeError(problem)
+        self.compile = compile
         self.patience = patience
         self.mini_batch = mini_batch
         self.num_neighbors = None if num_neighbors is None else list(num_neighbors)
@@ -579,7 +592,7 @@ class Trainer:
         # least DIVERGENCE_FACTOR itself
         if abs(value) > DIVERGENCE_FACTOR * max(abs(first), 1.0):
             raise DivergedError(
-                f"{name} loss diverged at epoch {epoch}: {value:.4g}, more than "
+                f"{name} loss diverged at epoch {epoch + 1}: {value:.4g}, more than "
                 f"{DIVERGENCE_FACTOR:.0e} times its first value {first:.4g}; lower the learning "
                 f"rate (the optimizer's lr in model.optimizer) or enable trainer.grad_clip"
             )
@@ -671,6 +684,7 @@ class Trainer:
             dynamic_ncols=True,
         )
         self.fitting = True
+        compiled = compile_encoders(method.encoders()) if self.compile else []
         try:
             for epoch in bar:
                 t0 = time.perf_counter()
@@ -757,20 +771,21 @@ class Trainer:
                     cb.on_epoch_complete(self, method, epoch)
                 if interrupted:
                     raise TrainingInterrupted(
-                        f"{self._stop_reason}: training stopped after epoch {epoch}"
+                        f"{self._stop_reason}: training stopped after epoch {epoch + 1}"
                         + (f"; checkpoint written to {self.last_checkpoint}" if saved else "")
                     )
                 if stop:
                     log.info(
                         "early stopping at epoch %d (%s)",
-                        epoch,
+                        epoch + 1,
                         "a callback asked"
                         if self.should_stop
-                        else f"best loss {result.best_loss:.4f} at epoch {result.best_epoch}",
+                        else f"best loss {result.best_loss:.4f} at epoch {result.best_epoch + 1}",
                     )
                     result.stopped_early = True
                     break
         finally:
+            restore_eager(compiled)
             self.fitting = False
             self._stop_reason = None
             self._epoch_state = None

@@ -75,3 +75,50 @@ def test_debug_fast_caps_only_probes_with_an_iteration_budget() -> None:
     assert papers.eval.probes.knn is None and "max_iter" not in papers.eval.probes.svc
     plain = apply_debug_limits(resolve_config(compose_with("experiment=graphcl_nci1")))
     assert plain.eval.probes.logreg.max_iter == 5000
+
+
+def test_debug_fast_limits_a_sweep_presets_trials_and_epochs() -> None:
+    from graphssl.tracking.sweep import apply_sweep_limits
+
+    cfg = compose_with("experiment=bgrl_search", "debug=fast", "hydra.mode=MULTIRUN")
+    assert cfg.hydra.sweeper.n_trials == 24
+    assert "trainer.epochs" in cfg.hydra.sweeper.params
+    changed = apply_sweep_limits(cfg)
+    assert cfg.hydra.sweeper.n_trials == 2
+    assert "trainer.epochs" not in cfg.hydra.sweeper.params  # every trial: debug's 1 epoch
+    assert "model.optimizer.lr" in cfg.hydra.sweeper.params  # the rest is still searched
+    assert changed == [
+        "hydra.sweeper.n_trials: 24 -> 2",
+        "trainer.epochs: choice(50, 100, 200) -> 1",
+    ]
+    # without debug=fast the search is left as it is
+    plain = compose_with("experiment=bgrl_search", "hydra.mode=MULTIRUN")
+    assert apply_sweep_limits(plain) == [] and plain.hydra.sweeper.n_trials == 24
+
+
+def test_debug_fast_sweep_preset_runs_two_trials_of_one_epoch(tasks) -> None:
+    """Hydra's own multirun (the Optuna sweeper and the sweep callback, as ``graphssl -m
+    experiment=bgrl_search debug=fast`` runs them) with a task that only records its config."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="hydra-optuna-sweeper")
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    epochs: list[int] = []
+
+    def task(cfg) -> float:
+        epochs.append(cfg.trainer.epochs)
+        return 0.5
+
+    store = f"sqlite:///{tasks.outputs / 'mlflow.db'}"
+    overrides = ["experiment=bgrl_search", "debug=fast", f"logger.tracking_uri={store}"]
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            GlobalHydra.instance().hydra.multirun(  # type: ignore[union-attr]
+                config_name="train",
+                task_function=task,
+                overrides=[*overrides, "hydra.mode=MULTIRUN"],
+                with_log_configuration=False,
+            )
+    finally:
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
+    assert epochs == [1, 1]

@@ -169,8 +169,9 @@ def test_compare_row_mismatch_fails_clearly(local_store: Path, tmp_path: Path) -
 def test_compare_needs_runs_and_embeddings(local_store: Path, tmp_path: Path) -> None:
     client = _client(local_store)
     exp_id = _experiment(client, local_store)
-    with pytest.raises(ValueError, match="no runs selected"):
+    with pytest.raises(ValueError, match="no FINISHED run selected by experiment_name"):
         run_compare(_cfg("compare", local_store, tmp_path, "experiment_name=graphssl", *FAST))
+    assert client.search_runs([exp_id]) == [], "an empty selection creates no compare run"
     bare = client.create_run(exp_id, run_name="no-embeddings").info.run_id
     client.set_terminated(bare, "FINISHED")
     with pytest.raises(FileNotFoundError, match=r"has no embeddings\.pt"):
@@ -179,7 +180,7 @@ def test_compare_needs_runs_and_embeddings(local_store: Path, tmp_path: Path) ->
     with pytest.raises(ValueError, match="at least 2 embedders"):
         run_compare(_cfg("compare", local_store, tmp_path, f"run_ids=[{one}]", *FAST))
     compares = client.search_runs([exp_id], filter_string="tags.`graphssl.role` = 'compare'")
-    assert sorted(r.info.status for r in compares) == ["FAILED"] * 3
+    assert sorted(r.info.status for r in compares) == ["FAILED"] * 2
 
 
 def _planted_sweep(outputs: Path, n: int = 8) -> tuple[str, list[float]]:
@@ -373,3 +374,94 @@ def test_newest_named_run_matches_name_and_params(local_store: Path, tmp_path: P
     )
     assert newest_named_run(store, "emir_molecules", "other", {}) is None
     assert newest_named_run(store, "no-such-experiment", "ig-h16", {}) is None
+
+
+def test_a_filter_selecting_nothing_names_the_logged_values(local_store, tmp_path, capsys):
+    """The docs' filter with the wrong case: one paragraph listing the values the runs logged,
+    and no compare run (nothing is marked FAILED)."""
+    from graphssl.cli import LOOKUP_ERRORS, _run_task
+
+    client = _client(local_store)
+    exp_id = _experiment(client, local_store)
+    for name in ("a", "b"):
+        rid = _log_embedder(client, exp_id, tmp_path, name, torch.randn(9, 2), torch.arange(9), 0)
+        client.log_param(rid, "dataset.label", "Cora")
+    cfg = _cfg(
+        "compare",
+        local_store,
+        tmp_path,
+        "experiment_name=graphssl",
+        "filter=\"params.`dataset.label` = 'cora'\"",
+        *FAST,
+    )
+    with pytest.raises(SystemExit):
+        _run_task("graphssl-compare", run_compare, cfg, LOOKUP_ERRORS)
+    err = capsys.readouterr().err
+    assert "graphssl-compare: error: ValueError: no FINISHED run selected" in err
+    assert "(2 without the filter; params.dataset.label is one of ['Cora']" in err
+    assert _one_paragraph(err), err
+    roles = [r.data.tags.get("graphssl.role") for r in client.search_runs([exp_id])]
+    assert "compare" not in roles
+
+
+def _one_paragraph(text: str) -> bool:
+    return bool(text.strip()) and "\n\n" not in text.strip() and "Traceback" not in text
+
+
+@pytest.mark.parametrize("command", ["report", "compare", "stability"])
+def test_a_missing_experiment_is_one_paragraph(local_store: Path, tmp_path, capsys, command):
+    """Each command that reads stored runs refuses an unknown experiment (or run) in one
+    paragraph naming it (what the console script prints)."""
+    from graphssl.cli import LOOKUP_ERRORS, _run_task
+    from graphssl.tasks.stability import run_stability
+
+    task = {"report": run_report, "compare": run_compare, "stability": run_stability}[command]
+    missing = {"stability": "stability.sources=[run:sparsification]"}
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name=command,
+            overrides=[
+                f"paths.outputs_dir={local_store}",
+                missing.get(command, "experiment_name=sparsification"),
+                *([] if command == "stability" else [f"output_dir={tmp_path / 'out'}"]),
+            ],
+        )
+    with pytest.raises(SystemExit) as stop:
+        _run_task(f"graphssl-{command}", task, cfg, LOOKUP_ERRORS)
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert f"graphssl-{command}: error: " in err and "'sparsification'" in err, err
+    assert _one_paragraph(err), err
+
+
+def test_an_instantiation_error_is_one_paragraph(tasks, capsys) -> None:
+    """A config key a dataset does not take: Hydra's multi-line InstantiationException becomes
+    the target's own error, one paragraph naming the config key and the class."""
+    from graphssl.cli import USER_ERRORS, _run_task
+    from graphssl.tasks.train import train
+
+    cfg = tasks.compose("train", "dataset=karate", "+dataset.bogus=1")
+    with pytest.raises(SystemExit) as stop:
+        _run_task("graphssl", train, cfg, USER_ERRORS)
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("graphssl: error: TypeError: KarateClubDataModule got unknown argument")
+    assert "(while building config key dataset, graphssl.data.node.KarateClubDataModule)" in err
+    assert _one_paragraph(err) and "Error in call to target" not in err
+    assert tasks.runs() == []
+
+
+@pytest.mark.slow
+def test_report_cli_names_a_missing_experiment(local_store: Path, cli_env) -> None:
+    """``graphssl-report experiment_name=<missing>`` as a process: one paragraph, exit 1."""
+    cmd = [sys.executable, "-c", "from graphssl.cli import report_main; report_main()"]
+    res = subprocess.run(
+        [*cmd, "experiment_name=sparsification"],
+        env=cli_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert "graphssl-report: error: LookupError: MLflow experiment 'sparsification'" in res.stderr
+    assert _one_paragraph(res.stderr), res.stderr

@@ -109,6 +109,17 @@ def test_a_child_run_by_filter(store: Path) -> None:
     assert only.run_id == run_id and only.logged_to is None
 
 
+def test_a_small_graph_gets_k_fitted_to_its_training_split(store: Path, caplog) -> None:
+    """A kNN probe added at evaluation time on a graph smaller than the default k (karate: 17
+    training rows, k=20) runs with k capped and says so, as a training run would."""
+    run_id, _ = _trained(store, "dataset=karate", "logger.run_name=trained")
+    with caplog.at_level("WARNING", logger="graphssl"):
+        (now,) = _evaluate(store, f"run_id={run_id}", "eval.figures=false", "log=false")
+    rows = int(now.metrics["probe/knn/k"])
+    assert 0 < rows < 20 and "probe/knn/test_acc" in now.metrics
+    assert any("eval.probes.knn.k=20" in r.getMessage() for r in caplog.records)
+
+
 def test_refusals_say_why(store: Path) -> None:
     bare, _ = _trained(store, "logger.run_name=trained", "logger.log_embeddings=false")
     with pytest.raises(EvaluationRefused, match=r"has no embeddings\.pt artifact"):

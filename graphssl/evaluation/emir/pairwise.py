@@ -5,14 +5,13 @@ from __future__ import annotations
 import math
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from graphssl.evaluation.emir.config import EMIRConfig, EMIRResult
 from graphssl.evaluation.emir.graph import informativeness
@@ -27,6 +26,7 @@ from graphssl.evaluation.emir.knife import (
 )
 from graphssl.evaluation.emir.stacked import information_sufficiency_stacked
 from graphssl.processes import die_with_parent, end_processes
+from graphssl.progress import stage
 from graphssl.utils import allocator, configure_allocator
 
 __all__ = ["PairwiseEMIR", "pairwise_information_sufficiency"]
@@ -173,7 +173,7 @@ def pairwise_information_sufficiency(
     Args:
         embeddings: ``{name: [N, d_name]}``, the same N inputs in the same order everywhere.
         config: estimator settings (default: :class:`EMIRConfig` ``()``).
-        progress: show a tqdm bar over pairs (only when stderr is a terminal).
+        progress: show a bar over pairs on a terminal, a log line every 30 s off one.
         on_pair: called as ``on_pair(source, target, result, seconds)`` for every pair, in
             this process, as results arrive (``seconds``: the pair's fit, plus the target's
             marginal for its first source; vectorised, the column's time split evenly).
@@ -192,7 +192,8 @@ def pairwise_information_sufficiency(
     held = matrix.clone()
     n_fit = n_held = 0
     n_pairs = len(names) * (len(names) - 1)
-    bar = tqdm(total=n_pairs, desc="EMIR pairs", disable=not (progress and sys.stderr.isatty()))
+    pairs_done = ExitStack()
+    bar = pairs_done.enter_context(stage("EMIR pairs", total=n_pairs, enabled=progress))
 
     def collect(j: int, column: list[tuple[int, EMIRResult, float]]) -> None:
         nonlocal n_fit, n_held
@@ -202,7 +203,7 @@ def pairwise_information_sufficiency(
             held[i, j] = result.i_s_per_dim_held_out
             if on_pair is not None:
                 on_pair(names[i], names[j], result, seconds)
-            bar.update()
+            bar.advance(what=f"{names[i]} -> {names[j]}")
 
     jobs = _n_jobs(config.n_jobs, len(names))
     try:
@@ -239,7 +240,7 @@ def pairwise_information_sufficiency(
                 raise
             pool.shutdown(wait=True)
     finally:
-        bar.close()
+        pairs_done.close()
     return PairwiseEMIR(
         names=names,
         matrix_in_sample=matrix,

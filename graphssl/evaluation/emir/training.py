@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+
+from graphssl.progress import stage
 
 __all__ = ["EVAL_BATCH", "adam", "build_seeded", "progress_bar", "shuffled_batches"]
 
@@ -49,8 +49,13 @@ def shuffled_batches(
         yield [t[start : start + batch_size] for t in shuffled]
 
 
-def progress_bar(items: Sequence[_T], enabled: bool, desc: str) -> Iterable[_T]:
-    """``items`` wrapped in a tqdm bar when ``enabled`` and stderr is a terminal."""
+def progress_bar(items: Sequence[_T], enabled: bool, desc: str) -> Iterator[_T]:
+    """``items`` one by one, with :func:`graphssl.progress.stage`'s bar on a terminal and its
+    log line every 30 s off one, when ``enabled``."""
     if not enabled:
-        return items
-    return tqdm(items, total=len(items), desc=desc, disable=not sys.stderr.isatty())
+        yield from items
+        return
+    with stage(desc, total=len(items)) as progress:
+        for item in items:
+            yield item
+            progress.advance()

@@ -248,13 +248,13 @@ class SelectionCallback(Callback):
             return
         if self.sink is not None:
             self.sink.log_metrics({f"select/{sel.metric}": step.score}, step=step.epoch)
-        log.info(
+        log.info(  # epochs counted from 1, as the trainer's "Epoch 010" lines
             "epoch %d: %s %.4f (best %.4f at epoch %d)",
-            step.epoch,
+            step.epoch + 1,
             sel.metric,
             step.score,
             sel.best_score,
-            sel.best_epoch,
+            sel.best_epoch + 1,
         )
         if sel.should_stop:
             log.info(
@@ -274,16 +274,20 @@ class SelectionCallback(Callback):
         if not sel.restore_best(method):
             return
         log.info(
-            "selected the weights of epoch %d (%s %.4f)", sel.best_epoch, sel.metric, sel.best_score
+            "selected the weights of epoch %d (%s %.4f)",
+            sel.best_epoch + 1,
+            sel.metric,
+            sel.best_score,
         )
 
     def summary(self) -> dict[str, float]:
-        """The selected epoch and its score (empty when nothing was measured)."""
+        """The selected epoch (counted from 1, as the trainer's epoch lines) and its score
+        (empty when nothing was measured)."""
         sel = self.selection
         if sel.best_state is None:
             return {}
         return {
-            "select/best_epoch": float(sel.best_epoch),
+            "select/best_epoch": float(sel.best_epoch + 1),
             f"select/best_{sel.metric}": sel.best_score,
             "select/measurements": float(len(sel.history)),
             "time/select_seconds": sel.seconds,

@@ -61,7 +61,10 @@ def test_amazon_downloads_its_npz_from_the_server(tmp_path, monkeypatch) -> None
         )
         dm.setup()
     assert requests == ["/amazon_electronics_computers.npz"]
-    assert (tmp_path / "data/Amazon/Computers/raw/amazon_electronics_computers.npz").is_file()
+    assert (
+        tmp_path / "cache/downloads/Amazon/Computers/raw/amazon_electronics_computers.npz"
+    ).is_file()
+    assert not (tmp_path / "data").exists()
     assert dm.data.num_nodes == 40 and dm.num_classes == 3
     split = dm.splits()[0]
     assert (split.train.numel(), split.val.numel(), split.test.numel()) == (4, 4, 32)
@@ -96,10 +99,13 @@ def test_ogbn_arxiv_downloads_its_zip_and_keeps_the_official_split(tmp_path, mon
             "ogbn-arxiv", data_dir=tmp_path / "data", cache_dir=tmp_path / "cache", download=True
         )
         dm.setup()
-        again = OGBNodeDataModule("ogbn-arxiv", data_dir=tmp_path / "data", download=True)
+        again = OGBNodeDataModule(
+            "ogbn-arxiv", data_dir=tmp_path / "data", cache_dir=tmp_path / "cache", download=True
+        )
         again.setup()
     assert requests == ["/arxiv.zip"]  # the second DataModule reads the downloaded folder
-    assert (tmp_path / "data/OGB/ogbn_arxiv/RELEASE_v1.txt").is_file()
+    assert (tmp_path / "cache/OGB/downloads/ogbn_arxiv/RELEASE_v1.txt").is_file()
+    assert not (tmp_path / "data").exists()  # the data folder is only read
     (split,) = dm.splits()
     assert torch.equal(split.train, torch.as_tensor(parts["train"]))
     assert torch.equal(split.val, torch.as_tensor(parts["valid"]))
@@ -226,7 +232,7 @@ def test_download_into_a_read_only_data_dir_goes_to_the_cache(tmp_path, monkeypa
     finally:
         data_dir.chmod(0o755)
     assert list(data_dir.iterdir()) == []
-    assert (tmp_path / "cache/Amazon/Photo/raw/amazon_electronics_photo.npz").is_file()
+    assert (tmp_path / "cache/downloads/Amazon/Photo/raw/amazon_electronics_photo.npz").is_file()
     assert dm.data.num_nodes == 30
 
 

@@ -91,7 +91,7 @@ def test_warning_during_training_stops_after_the_epoch_then_reaches_the_handler(
     trainer, method, dm = _trainer(tmp_path / "last.pt", at)
     with TaskSignals() as signals:
         signals.trainer = trainer
-        with pytest.raises(TrainingInterrupted, match="SIGUSR2: training stopped after epoch 3"):
+        with pytest.raises(TrainingInterrupted, match="SIGUSR2: training stopped after epoch 4"):
             trainer.fit(method, dm)
         assert at.returned and scheduler_handler == []  # nothing raised inside the epoch
         assert signals.warned
@@ -125,7 +125,7 @@ def test_warning_before_training_stops_the_first_epoch(
         with contextlib.suppress(TimedOut):
             os.kill(os.getpid(), signal.SIGUSR2)
         signals.trainer = trainer
-        with pytest.raises(TrainingInterrupted, match="after epoch 0"):
+        with pytest.raises(TrainingInterrupted, match="after epoch 1"):
             trainer.fit(method, dm)
         with pytest.raises(TimedOut):
             signals.deliver()
@@ -139,7 +139,7 @@ def test_sigterm_after_the_warning_ends_killed_without_the_handler(
     )
     with TaskSignals() as signals:
         signals.trainer = trainer
-        with pytest.raises(TrainingInterrupted, match="SIGTERM: training stopped after epoch 2"):
+        with pytest.raises(TrainingInterrupted, match="SIGTERM: training stopped after epoch 3"):
             trainer.fit(method, dm)
         signals.deliver()  # the limit itself came: the run ends KILLED, not timed-out
     assert scheduler_handler == []

@@ -95,3 +95,83 @@ def test_dataset_logging_does_not_retry_other_errors(outputs_dir: Path, monkeypa
         with pytest.raises(RuntimeError, match="schema too long"):
             run.log_dataset("SBM", {"n": 1}, {"data/num_nodes": 10.0})
     assert calls == [1]
+
+
+def test_experiments_open_in_the_model_training_view(outputs_dir: Path) -> None:
+    """graphssl's experiments carry MLflow's kind tag, so the UI opens their Runs table (not
+    the GenAI view); one created without it gets it, one with another kind keeps its own."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{outputs_dir / 'mlflow.db'}")
+    kind = "mlflow.experimentKind"
+    fresh = mlflow_store.ensure_experiment(client, "graphssl")
+    assert client.get_experiment(fresh).tags[kind] == "custom_model_development"
+    older = client.create_experiment("older")
+    assert kind not in client.get_experiment(older).tags
+    assert mlflow_store.ensure_experiment(client, "older") == older
+    assert client.get_experiment(older).tags[kind] == "custom_model_development"
+    chosen = client.create_experiment("chosen", tags={kind: "genai_development"})
+    mlflow_store.ensure_experiment(client, "chosen")
+    assert client.get_experiment(chosen).tags[kind] == "genai_development"
+
+
+def _closed_port() -> int:
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return int(port)
+
+
+def test_an_unreachable_server_is_named_at_the_first_contact(tasks, monkeypatch, caplog) -> None:
+    """``MLFLOW_TRACKING_URI`` at a port nothing listens on: one connection attempt, then one
+    paragraph naming the server; no urllib3 retries or warnings, whatever
+    ``logger.store_wait_s`` (its default 120 s) says."""
+    import socket
+
+    from graphssl.cli import USER_ERRORS, _is_user_error
+
+    port = _closed_port()
+    uri = f"http://127.0.0.1:{port}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("no_proxy", "*")
+    monkeypatch.delenv(mlflow_store.ANSWERED_ENV, raising=False)
+    attempts: list[object] = []
+    connect = socket.socket.connect
+
+    def counting(self: socket.socket, address: object) -> None:
+        if isinstance(address, tuple) and address[1] == port:
+            attempts.append(address)
+        connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", counting)
+    with pytest.raises(ConnectionError) as err:
+        tasks.train("dataset=karate", "trainer.epochs=1", "eval.figures=false")
+    assert attempts == [("127.0.0.1", port)]
+    message = str(err.value)
+    assert f"MLflow tracking server at {uri} is unreachable" in message
+    assert "ConnectionRefusedError" in message and "\n" not in message
+    assert _is_user_error(err.value, USER_ERRORS)
+    assert not [r for r in caplog.records if r.name.startswith("urllib3")]
+
+
+def test_a_server_that_answered_keeps_its_retries(monkeypatch) -> None:
+    """Once a server accepted a connection, a later outage is left to the retries
+    (``logger.store_wait_s``) of this process and of the sweep workers it starts."""
+    import http.server
+    import threading
+
+    monkeypatch.setenv("no_proxy", "*")
+    monkeypatch.delenv(mlflow_store.ANSWERED_ENV, raising=False)
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_address[1]}"
+    mlflow_store.check_server(uri)
+    server.shutdown()
+    server.server_close()
+    mlflow_store.check_server(uri)  # the server is gone: no refusal at this point
+    with pytest.raises(ConnectionError, match="unreachable"):
+        mlflow_store.check_server(f"http://127.0.0.1:{_closed_port()}")
+    mlflow_store.check_server("sqlite:////nowhere/mlflow.db")  # not a server: nothing checked

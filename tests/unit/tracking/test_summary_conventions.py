@@ -63,3 +63,29 @@ def test_figures_are_titled_with_the_run() -> None:
     for fig in (spectrum_figure(z, title=title), projection_figure(z, y, title=title)):
         assert fig.axes[0].get_title().startswith(title + "\n")
     assert spectrum_figure(z).axes[0].get_title().startswith("Embedding spectrum")
+
+
+def test_the_children_figure_with_long_labels_warns_nothing(tmp_path) -> None:
+    """Many swept values make tick labels longer than the figure: it is drawn and saved as the
+    sweep parent saves it, without matplotlib's "Tight layout not applied" warning."""
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    from graphssl.tracking.summary import FIGURE_SAVE_KWARGS, _figure
+
+    keys = [f"model.augment{i}.feature_p" for i in range(6)]
+    rows = [
+        {
+            "run_name": f"r{j}",
+            "m": 0.5 + j / 10,
+            **{k: f"0.{j}{i}123456" for i, k in enumerate(keys)},
+        }
+        for j in range(3)
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = _figure(rows, keys, "m", "sweep: m per child")
+        fig.savefig(tmp_path / "children.png", **FIGURE_SAVE_KWARGS)
+    plt.close(fig)
+    assert (tmp_path / "children.png").stat().st_size > 0

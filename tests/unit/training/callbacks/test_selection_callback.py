@@ -88,7 +88,7 @@ def test_same_trajectory_and_the_best_weights_are_restored() -> None:
     tracker = cb.sink
     assert [step for m, step in tracker.metrics] == [1, 3, 5, 7]  # type: ignore[union-attr]
     summary = cb.summary()
-    assert summary["select/best_epoch"] == sel.best_epoch
+    assert summary["select/best_epoch"] == sel.best_epoch + 1  # counted from 1
     assert summary["select/measurements"] == 4
     assert summary["select/best_val_acc"] == sel.best_score
 
