@@ -602,8 +602,9 @@ def test_sigterm_stops_every_rank_after_the_same_epoch_and_kills_the_run(
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     cfg = _train_cfg(outputs_dir, f"model._target_={__name__}.TerminatedGRACE", "trainer.epochs=5")
-    # rank 0 decides: the spawned rank ignores its SIGTERM and stops with rank 0 after epoch 0
-    with pytest.raises(TrainingInterrupted, match="SIGTERM: training stopped after epoch 0"):
+    # rank 0 decides: the spawned rank ignores its SIGTERM and stops with rank 0 after the first
+    # epoch (messages count epochs from 1)
+    with pytest.raises(TrainingInterrupted, match="SIGTERM: training stopped after epoch 1"):
         train(cfg)
     run = _only_run(outputs_dir)
     assert run.info.status == "KILLED"
@@ -623,7 +624,7 @@ def test_an_interrupted_multi_process_run_resumes_from_rank_0s_checkpoint(
         "trainer.epochs=3",
         "trainer.checkpoint_every=1",
     )
-    with pytest.raises(TrainingInterrupted, match="after epoch 0; checkpoint written"):
+    with pytest.raises(TrainingInterrupted, match="after epoch 1; checkpoint written"):
         train(_train_cfg(outputs_dir, *overrides))
     killed = _only_run(outputs_dir)
     assert killed.info.status == "KILLED"
