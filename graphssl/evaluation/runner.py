@@ -135,7 +135,8 @@ def run_probes(
     seed: int = 0,
 ) -> dict[str, float]:
     """Evaluate every probe on every split; several splits give ``<metric>`` (mean) and
-    ``<metric>_std``.
+    ``<metric>_std``, and for the keys a probe lists in ``per_split_keys`` (the
+    hyperparameters it selects on each split) also every split's value, ``<key>_fold<i>``.
 
     Args:
         embeddings: ``[N, D]`` embeddings (float32 is kept as is).
@@ -177,6 +178,11 @@ def run_probes(
         )
         if len(results) > 1:
             summary["num_splits"] = float(len(results))
+            # what each split selected, where the probe selects per split (Probe.per_split_keys)
+            for key in getattr(probe, "per_split_keys", ()):
+                for i, result in enumerate(results):
+                    if isinstance(result.get(key), (int, float)):
+                        summary[f"{key}_fold{i}"] = float(result[key])
         out.update({f"probe/{name}/{k}": v for k, v in summary.items()})
     return out
 
