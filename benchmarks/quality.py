@@ -10,7 +10,10 @@ the number published in the GraphMAE paper's Table 1 (Hou et al., KDD 2022), whi
 of DGI, GRACE, BGRL, CCA-SSG and GraphMAE under the same public-split protocol. Graph-level
 methods (InfoGraph, GraphCL on MUTAG, PROTEINS, NCI1) report the 10-fold cross-validation
 accuracy (the mean over folds of one seed; the table's ± is then over seeds) next to their
-papers' numbers. A last column gives, for context, the same embeddings under the papers' own
+papers' numbers; their presets select the probe's L2 strength by 5-fold cross-validation inside
+each training fold (``eval.probes.logreg.selection=cv``), ``--override
+eval.probes.logreg.selection=split`` on each fold's 10 % validation part instead, and the
+validation column is then the selected strength's mean inner-CV accuracy. A last column gives, for context, the same embeddings under the papers' own
 evaluation, which tells a protocol difference from a method difference: for node methods
 ``eval=papers`` (Adam, 300 epochs, the test accuracy of the best validation epoch; a preset
 may set it as its authors' code does on that dataset: GraphMAE's CiteSeer weight decay 0.01 in
@@ -164,6 +167,11 @@ def overrides_for(
         "trainer.progress=false",
         "++eval.probes.logreg_spec._target_=graphssl.evaluation.logreg_probe.LogRegProbe",
         f"++eval.probes.logreg_spec.weight_decay=[{','.join(map(str, SPEC_GRID))}]",
+        # the narrower grid is selected the way the default probe is (validation split or
+        # inner cross-validation, as the preset says)
+        "++eval.probes.logreg_spec.selection=${eval.probes.logreg.selection}",
+        "++eval.probes.logreg_spec.inner_folds=${eval.probes.logreg.inner_folds}",
+        "++eval.probes.logreg_spec.seed=${eval.probes.logreg.seed}",
         *(extra or []),
     ]
 
