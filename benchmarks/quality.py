@@ -10,8 +10,12 @@ the number published in the GraphMAE paper's Table 1 (Hou et al., KDD 2022), whi
 of DGI, GRACE, BGRL, CCA-SSG and GraphMAE under the same public-split protocol. Graph-level
 methods (InfoGraph, GraphCL on MUTAG, PROTEINS, NCI1) report the 10-fold cross-validation
 accuracy (the mean over folds of one seed; the table's ± is then over seeds) next to their
-papers' numbers. A last column gives, for context, the same embeddings under the papers' own
-evaluation, which tells a protocol difference from a method difference: for node methods
+papers' numbers. Their presets select the probe's L2 strength by 5-fold cross-validation inside
+each training fold (``eval.probes.logreg.selection=cv``; the validation column is then the
+selected strength's mean inner-CV accuracy), ``--override eval.probes.logreg.selection=split``
+on each fold's 10 % validation part; each run's line on stderr says which. A last column gives,
+for context, the same embeddings under the papers' own evaluation, which tells a protocol
+difference from a method difference: for node methods
 ``eval=papers`` (Adam, 300 epochs, the test accuracy of the best validation epoch; a preset
 may set it as its authors' code does on that dataset: GraphMAE's CiteSeer weight decay 0.01 in
 ``graphmae_citeseer``), for graph
@@ -164,6 +168,11 @@ def overrides_for(
         "trainer.progress=false",
         "++eval.probes.logreg_spec._target_=graphssl.evaluation.logreg_probe.LogRegProbe",
         f"++eval.probes.logreg_spec.weight_decay=[{','.join(map(str, SPEC_GRID))}]",
+        # the narrower grid is selected the way the default probe is (validation split or
+        # inner cross-validation, as the preset says)
+        "++eval.probes.logreg_spec.selection=${eval.probes.logreg.selection}",
+        "++eval.probes.logreg_spec.inner_folds=${eval.probes.logreg.inner_folds}",
+        "++eval.probes.logreg_spec.seed=${eval.probes.logreg.seed}",
         *(extra or []),
     ]
 
@@ -338,6 +347,16 @@ def reprobe_one(
         raise ReprobeError(f"{name}: {err}") from err
     seconds = evaluated.metrics.get("time/evaluate_seconds", math.nan)
     return result_of(evaluated.all_metrics, method, dataset, seconds, int(cfg.trainer.epochs))
+
+
+def selection_of(metrics: dict[str, float]) -> str:
+    """How the default probe chose its L2 strength in a run: by inner cross-validation (its
+    ``inner_folds`` logged; the validation figure is then the mean inner-CV accuracy) or on the
+    validation split, with the strength chosen (the mean over folds)."""
+    chosen = metrics.get("probe/logreg/weight_decay", math.nan)
+    folds = metrics.get("probe/logreg/inner_folds")
+    how = "validation split" if folds is None else f"{folds:.0f}-fold inner CV"
+    return f"weight decay {chosen:g} by {how}"
 
 
 def finite(values: list[float]) -> list[float]:
@@ -531,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     print(
                         f"# {method} {dataset} seed {seed}: test_acc {r.ours:.2f} "
-                        f"(val {r.val:.2f}) "
+                        f"(val {r.val:.2f}; {selection_of(r.metrics)}) "
                         f"(grid 0.1 … 0: {r.spec:.2f} at weight decay "
                         f"{r.spec_weight_decay:g}, val {r.spec_val:.2f}; "
                         f"papers' probe ({r.papers_probe}) {r.papers:.2f}; "

@@ -32,7 +32,12 @@ import torch
 from torch import Tensor, nn
 
 from graphssl.evaluation.baseline_cache import BaselineCache, data_digest, environment
-from graphssl.evaluation.extraction import ExtractionPlan, extract_embeddings, plan_extraction
+from graphssl.evaluation.extraction import (
+    ExtractionPlan,
+    ShardedExtraction,
+    extract_embeddings,
+    plan_extraction,
+)
 from graphssl.evaluation.official import OFFICIAL_METRICS, official_metrics
 from graphssl.evaluation.probe import HEADLINE
 from graphssl.evaluation.ridge_probe import RidgeProbe
@@ -132,7 +137,8 @@ class EvaluationResult:
         metrics: diagnostics, probes, OGB and classifier metrics, then the baseline's.
         timings: ``time/extract_seconds``, ``time/diagnostics_seconds``,
             ``time/probe_seconds``.
-        tags: ``extract/mode`` and ``extract/reason``; with the baseline cache,
+        tags: ``extract/mode``, ``extract/reason`` and, when several processes shared the
+            extraction, ``extract/ranks`` (their number); with the baseline cache,
             ``graphssl.baseline_from`` (read from the cache) or ``graphssl.baseline_key``
             (computed and stored), each the entry's key.
     """
@@ -546,6 +552,7 @@ class Evaluation:
         untrained: Callable[[], nn.Module] | None = None,
         baseline_key: Mapping[str, Any] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
+        extracted: ShardedExtraction | None = None,
     ) -> EvaluationResult:
         """Extract, diagnose and probe ``model`` on ``datamodule``; then the baseline, when
         ``untrained`` builds one (methods whose class sets ``has_untrained_baseline = False``
@@ -555,10 +562,14 @@ class Evaluation:
         Every BLAS and OpenMP pool loaded by then runs with torch's thread count throughout
         (:func:`graphssl.threads.thread_budget`): the process's one budget, also for the
         libraries the probes load.
+
+        ``extracted``: the embeddings the ranks of a multi-process fit extracted together
+        (:func:`~graphssl.evaluation.extraction.extract_sharded`), used instead of extracting
+        here; everything after extraction runs on this process.
         """
         with thread_budget():
             return self._evaluate(
-                model, datamodule, seed, device, untrained, baseline_key, cache_dir
+                model, datamodule, seed, device, untrained, baseline_key, cache_dir, extracted
             )
 
     def _evaluate(
@@ -570,15 +581,22 @@ class Evaluation:
         untrained: Callable[[], nn.Module] | None,
         baseline_key: Mapping[str, Any] | None,
         cache_dir: str | os.PathLike[str] | None,
+        extracted: ShardedExtraction | None = None,
     ) -> EvaluationResult:
-        plan = self.plan(model, datamodule)
-        t0 = time.perf_counter()
-        with stage(f"extraction ({plan.mode})"):
-            z, y = self.extract(model, datamodule, device)
-        result = EvaluationResult(
-            z, y, tags={"extract/mode": plan.mode, "extract/reason": plan.reason}
-        )
-        result.timings["time/extract_seconds"] = time.perf_counter() - t0
+        if extracted is not None:
+            plan, ranks = extracted.plan, extracted.ranks
+            z, y, seconds = extracted.embeddings, extracted.labels, extracted.seconds
+        else:
+            plan, ranks = self.plan(model, datamodule), 1
+            t0 = time.perf_counter()
+            with stage(f"extraction ({plan.mode})"):
+                z, y = self.extract(model, datamodule, device)
+            seconds = time.perf_counter() - t0
+        tags = {"extract/mode": plan.mode, "extract/reason": plan.reason}
+        if ranks > 1:
+            tags["extract/ranks"] = str(ranks)
+        result = EvaluationResult(z, y, tags=tags)
+        result.timings["time/extract_seconds"] = seconds
         t0 = time.perf_counter()
         with stage("diagnostics"):
             result.metrics.update(self.diagnose(z))

@@ -18,11 +18,13 @@ from __future__ import annotations
 import copy
 import logging
 import sys
+import time
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
 from torch_geometric.data import Data
 from tqdm import tqdm
@@ -40,9 +42,13 @@ __all__ = [
     "EncoderSource",
     "ExtractionMode",
     "ExtractionPlan",
+    "ShardedExtraction",
+    "all_gather_rows",
     "encoder_depth",
     "extract_embeddings",
+    "extract_sharded",
     "extraction_fanouts",
+    "node_range",
     "plan_extraction",
 ]
 
@@ -305,6 +311,114 @@ def extract_embeddings(
             count differs from the embeddings', a ``num_neighbors`` whose length is not the
             encoder's depth, or an unknown or contradictory ``mode``.
     """
+    embeddings, labels, _ = _extract(
+        model,
+        datamodule,
+        encoder_source,
+        device,
+        mini_batch,
+        num_neighbors,
+        mode,
+        memory_budget_gb,
+        chunk_size,
+        sharded=False,
+    )
+    assert embeddings is not None  # one process extracts every row
+    return embeddings, labels
+
+
+@dataclass(frozen=True)
+class ShardedExtraction:
+    """Embeddings that the ranks of a process group extracted together (:func:`extract_sharded`).
+
+    Attributes:
+        embeddings: ``[N, D]`` float32 on CPU, rows in node order.
+        labels: ``datamodule.labels`` on CPU, or ``None``.
+        plan: the extraction plan (its mode and reason).
+        seconds: wall time of the extraction on rank 0.
+        ranks: processes that shared the nodes.
+    """
+
+    embeddings: Tensor
+    labels: Tensor | None
+    plan: ExtractionPlan
+    seconds: float
+    ranks: int
+
+
+def extract_sharded(
+    model: nn.Module,
+    datamodule: DataModule,
+    encoder_source: EncoderSource = "auto",
+    device: str = "cpu",
+    mini_batch: bool = False,
+    num_neighbors: list[int] | None = None,
+    mode: ExtractionMode = "auto",
+    memory_budget_gb: float | None = None,
+    chunk_size: int | None = None,
+) -> ShardedExtraction | None:
+    """Node embeddings extracted by every rank of the current ``torch.distributed`` group
+    together; a collective: every rank calls it, with the same model and graph.
+
+    The nodes ``0..N-1`` are cut into as many near-equal contiguous ranges as there are ranks,
+    rank ``r`` taking the ``r``-th. Mini-batch extraction: each rank samples and embeds the
+    seed nodes of its range, and rank 0 gathers the rows in node order. Layer-wise extraction:
+    for each layer each rank computes the rows of its range and every rank gathers the whole
+    layer, the next layer's input (each rank holds the graph and two ``[N, d]`` layers, as one
+    process does). The rows equal one process's (the same computation per row). Any other plan
+    (full-batch, graph-level datasets) returns ``None`` on every rank, with no collective: rank
+    0 then extracts alone with :func:`extract_embeddings`.
+
+    Arguments as for :func:`extract_embeddings`.
+
+    Returns:
+        On rank 0 the :class:`ShardedExtraction`; ``None`` on the other ranks, and on every
+        rank when the plan is neither mini-batch nor layer-wise.
+
+    Raises:
+        ValueError: as :func:`extract_embeddings`, and for a graph with fewer nodes than ranks.
+    """
+    t0 = time.perf_counter()
+    embeddings, labels, plan = _extract(
+        model,
+        datamodule,
+        encoder_source,
+        device,
+        mini_batch,
+        num_neighbors,
+        mode,
+        memory_budget_gb,
+        chunk_size,
+        sharded=True,
+    )
+    if embeddings is None or plan is None:
+        return None
+    return ShardedExtraction(embeddings, labels, plan, time.perf_counter() - t0, _world())
+
+
+def _world() -> int:
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def _extract(
+    model: nn.Module,
+    datamodule: DataModule,
+    encoder_source: EncoderSource,
+    device: str,
+    mini_batch: bool,
+    num_neighbors: list[int] | None,
+    mode: ExtractionMode,
+    memory_budget_gb: float | None,
+    chunk_size: int | None,
+    sharded: bool,
+) -> tuple[Tensor | None, Tensor | None, ExtractionPlan | None]:
+    """Extraction on this process, or (``sharded``, in a group of several ranks) this rank's
+    share of a mini-batch or layer-wise extraction; ``(None, None, None)`` where this rank
+    returns nothing (see :func:`extract_sharded`)."""
     if not isinstance(encoder_source, str):
         raise TypeError(
             f"encoder_source must be a string ('auto' or a sub-encoder name), got "
@@ -314,9 +428,29 @@ def extract_embeddings(
     plan = plan_extraction(
         model, datamodule, encoder_source, mode, mini_batch, memory_budget_gb, chunk_size
     )
-    (log.warning if plan.fallback else log.info)(
-        "embedding extraction: %s (%s)", plan.mode, plan.reason
-    )
+    world = _world() if sharded else 1
+    if sharded and (world == 1 or plan.mode not in ("mini_batch", "layerwise")):
+        if world == 1:  # a group of one: the whole extraction is this rank's share
+            sharded = False
+        else:
+            return None, None, None
+    part = (_rank(), world) if sharded else None
+    if part is not None and _rank() == 0:
+        log.info(
+            "embedding extraction: %s (%s), the nodes shared out across %d processes",
+            plan.mode,
+            plan.reason,
+            world,
+        )
+    elif part is None or plan.fallback:
+        (log.warning if plan.fallback else log.info)(
+            "embedding extraction: %s (%s)", plan.mode, plan.reason
+        )
+    if part is not None and int(datamodule.data.num_nodes) < world:
+        raise ValueError(
+            f"sharded extraction shares {int(datamodule.data.num_nodes)} nodes out across "
+            f"{world} processes; expected at least one node per process"
+        )
 
     use_model_forward = encoder_source == "auto"
     encoder = None if use_model_forward else _select_encoder(model, encoder_source)
@@ -336,6 +470,7 @@ def extract_embeddings(
     for m in modules:
         m.to(_device)
         m.eval()
+    embeddings: Tensor | None
     try:
         with torch.no_grad():
             if graph_level:
@@ -343,15 +478,21 @@ def extract_embeddings(
             elif plan.mode == "mini_batch":
                 source: object = model if encoder is None else encoder
                 embeddings = _extract_node_mini_batch(
-                    datamodule, _extract, _device, num_neighbors, source, plan.encoder
+                    datamodule, _extract, _device, num_neighbors, source, plan.encoder, part
                 )
+                if part is not None:
+                    embeddings = _gather_rows_on_first(embeddings)
             elif plan.mode == "layerwise" and plan.encoder is not None:
-                embeddings = _extract_node_layerwise(datamodule, plan, _device)
+                embeddings = _extract_node_layerwise(datamodule, plan, _device, part)
+                if part is not None and _rank() != 0:
+                    embeddings = None
             else:
                 embeddings = _extract_node_full_batch(datamodule, _extract, _device)
     finally:
         for m, was in zip(modules, was_training, strict=True):
             m.train(was)
+    if embeddings is None:
+        return None, None, None
 
     labels = datamodule.labels
     if labels is not None:
@@ -362,7 +503,7 @@ def extract_embeddings(
                 f"{labels.size(0)} (dataset {getattr(datamodule, 'name', '?')!r}); expected "
                 f"one label per {'graph' if graph_level else 'node'}"
             )
-    return embeddings, labels
+    return embeddings, labels, plan
 
 
 def _select_encoder(model: nn.Module, source: str) -> nn.Module:
@@ -484,7 +625,9 @@ def _extract_node_mini_batch(
     num_neighbors: list[int] | None,
     source: object,
     encoder: nn.Module | None = None,
+    part: tuple[int, int] | None = None,
 ) -> Tensor:
+    """Every node's row (``part=(r, W)``: the rows of range ``r`` of ``W``, in node order)."""
     data = datamodule.data
     # the graph to sample from: the model's own prepare, else that of the encoder it embeds
     # with (GCN: the full graph's normalisation, so sampled rows equal full-batch rows)
@@ -493,9 +636,15 @@ def _extract_node_mini_batch(
         prepare = getattr(encoder, "prepare", None)
     prepared = prepare(data) if callable(prepare) else data
     fanouts = extraction_fanouts(num_neighbors, source)
-    loader = datamodule.neighbor_loader(fanouts, batch_size=MINI_BATCH_SIZE, data=prepared)
+    first, num_nodes = 0, int(data.num_nodes)
+    seeds_of_part = None
+    if part is not None:
+        first, last = node_range(num_nodes, *part)
+        seeds_of_part, num_nodes = torch.arange(first, last), last - first
+    loader = datamodule.neighbor_loader(
+        fanouts, batch_size=MINI_BATCH_SIZE, data=prepared, input_nodes=seeds_of_part
+    )
 
-    num_nodes = int(data.num_nodes)
     out: Tensor | None = None
     covered = 0
     bar = tqdm(
@@ -512,7 +661,7 @@ def _extract_node_mini_batch(
         h = _as_output(extract(batch.to(device))[:size])
         if out is None:
             out = h.new_zeros((num_nodes, *h.shape[1:]))
-        out[seeds] = h
+        out[seeds - first] = h
         covered += size
     if out is None or covered != num_nodes:
         raise RuntimeError(
@@ -522,8 +671,59 @@ def _extract_node_mini_batch(
     return out
 
 
+def node_range(num_nodes: int, index: int, parts: int) -> tuple[int, int]:
+    """Range ``[first, last)`` of part ``index`` of ``parts`` near-equal contiguous parts of
+    ``0..num_nodes-1`` (the first ``num_nodes % parts`` parts one node longer)."""
+    size, extra = divmod(num_nodes, parts)
+    first = index * size + min(index, extra)
+    return first, first + size + (1 if index < extra else 0)
+
+
+def _comm_device() -> torch.device:
+    """Where the group's collectives take their tensors (the current GPU under NCCL)."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _padded_parts(local: Tensor) -> tuple[list[int], Tensor]:
+    """Every rank's row count, and ``local`` padded to the largest on the comm device."""
+    device = _comm_device()
+    count = torch.tensor([local.shape[0]], dtype=torch.long, device=device)
+    counts = [torch.zeros_like(count) for _ in range(dist.get_world_size())]
+    dist.all_gather(counts, count)
+    sizes = [int(c.item()) for c in counts]
+    padded = local.new_zeros((max(sizes), *local.shape[1:]), device=device)
+    padded[: local.shape[0]] = local
+    return sizes, padded
+
+
+def all_gather_rows(local: Tensor) -> Tensor:
+    """Every rank's rows of ``local`` concatenated in rank order, on every rank, on the
+    device of ``local`` (no gradient)."""
+    sizes, padded = _padded_parts(local)
+    parts = [torch.empty_like(padded) for _ in sizes]
+    dist.all_gather(parts, padded)
+    return torch.cat([p[:n] for p, n in zip(parts, sizes, strict=True)]).to(local.device)
+
+
+def _gather_rows_on_first(local: Tensor) -> Tensor | None:
+    """Every rank's rows of ``local`` concatenated in rank order on rank 0 (on the device of
+    ``local``), ``None`` on the others: only rank 0 holds the whole ``[N, D]``."""
+    sizes, padded = _padded_parts(local)
+    first = dist.get_rank() == 0
+    parts = [torch.empty_like(padded) for _ in sizes] if first else None
+    dist.gather(padded, parts, dst=0)
+    if parts is None:
+        return None
+    return torch.cat([p[:n] for p, n in zip(parts, sizes, strict=True)]).to(local.device)
+
+
 def _extract_node_layerwise(
-    datamodule: DataModule, plan: ExtractionPlan, device: torch.device
+    datamodule: DataModule,
+    plan: ExtractionPlan,
+    device: torch.device,
+    part: tuple[int, int] | None = None,
 ) -> Tensor:
     if plan.encoder is None:  # plan_extraction plans layer-wise with an encoder only
         raise RuntimeError("layer-wise extraction was planned without an encoder")
@@ -533,5 +733,7 @@ def _extract_node_layerwise(
         chunk_bytes=plan.chunk_bytes,
         chunk_nodes=plan.chunk_nodes,
         progress=not _progress_disabled(),
+        part=part or (0, 1),
+        exchange=all_gather_rows if part is not None else None,
     )
     return _as_output(out)

@@ -1,5 +1,6 @@
-"""The inner cross-validation that the papers' scikit-learn probes share (``SVCProbe``,
-``CVLogRegProbe``): argument checks and a stratified, seeded grid search."""
+"""The inner cross-validation that the probes selecting by it share (``SVCProbe``,
+``CVLogRegProbe``, ``LogRegProbe(selection="cv")``): argument checks, the stratified, seeded
+inner folds and a grid search over them."""
 
 from __future__ import annotations
 
@@ -29,6 +30,38 @@ def check_inner_folds(inner_folds: object) -> int:
     return inner_folds
 
 
+def inner_fold_count(y: torch.Tensor, inner_folds: int, probe: str) -> int:
+    """The inner folds a stratified cross-validation of class ids ``y`` can have:
+    ``inner_folds``, fewer when the rarest class has fewer rows.
+
+    Raises:
+        ValueError: a class of ``y`` has a single row (no two folds can hold it).
+    """
+    _, encoded = encode_classes(y)
+    smallest = int(torch.bincount(encoded).min())
+    folds = min(inner_folds, smallest)
+    if folds < 2:
+        raise ValueError(
+            f"{probe} needs at least 2 training rows of every class for its inner "
+            f"cross-validation; the rarest class has {smallest}"
+        )
+    return folds
+
+
+def stratified_folds(
+    y: torch.Tensor, *, inner_folds: int, seed: int, probe: str
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(train, held_out)`` positions into ``y`` of a stratified, shuffled k-fold split seeded
+    by ``seed`` (scikit-learn's ``StratifiedKFold``, the folds :func:`stratified_grid_search`
+    uses), with :func:`inner_fold_count` folds."""
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = inner_fold_count(y, inner_folds, probe)
+    labels = y.cpu().numpy()
+    cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    return list(cv.split(np.zeros((labels.shape[0], 1)), labels))
+
+
 def stratified_grid_search(
     estimator: Any,
     param_grid: dict[str, list[float]],
@@ -47,14 +80,7 @@ def stratified_grid_search(
     """
     from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
-    _, encoded = encode_classes(y)
-    smallest = int(torch.bincount(encoded).min())
-    folds = min(inner_folds, smallest)
-    if folds < 2:
-        raise ValueError(
-            f"{probe} needs at least 2 training rows of every class for its inner "
-            f"cross-validation; the rarest class has {smallest}"
-        )
+    folds = inner_fold_count(y, inner_folds, probe)
     search = GridSearchCV(
         estimator,
         param_grid,

@@ -83,6 +83,14 @@ class Probe(ABC):
         return type(self)(**{**self.get_params(), **params})
 
     @property
+    def per_split_keys(self) -> tuple[str, ...]:
+        """Keys of :meth:`evaluate`'s result that an evaluation over several splits also logs
+        split by split (``probe/<name>/<key>_fold<i>``, ``i`` from 0), besides their mean and
+        standard deviation: hyperparameters each split selects on its own, whose mean alone
+        hides what was chosen (e.g. the L2 strength of each outer fold). None by default."""
+        return ()
+
+    @property
     def task(self) -> Task:
         """What the labels are: ``"classification"`` (class ids ``[N]``), ``"regression"``
         (real targets ``[N]`` or ``[N, T]``) or ``"multilabel"`` (``[N, T]`` in

@@ -136,7 +136,8 @@ def run_probes(
     seed: int = 0,
 ) -> dict[str, float]:
     """Evaluate every probe on every split; several splits give ``<metric>`` (mean) and
-    ``<metric>_std``.
+    ``<metric>_std``, and for the keys a probe lists in ``per_split_keys`` (the
+    hyperparameters it selects on each split) also every split's value, ``<key>_fold<i>``.
 
     Args:
         embeddings: ``[N, D]`` embeddings (float32 is kept as is).
@@ -176,11 +177,11 @@ def run_probes(
                 progress.advance(0, what=name)
                 results.append(probe.evaluate(embeddings, labels, s.train, s.val, s.test))
                 progress.advance()
-            out.update(_summary(name, results))
+            out.update(_summary(name, probe, results))
     return out
 
 
-def _summary(name: str, results: list[Any]) -> dict[str, float]:
+def _summary(name: str, probe: Any, results: list[Any]) -> dict[str, float]:
     """``probe/<name>/<metric>`` of one probe over its splits (mean and std when several)."""
     summary = (
         mean_std(results)
@@ -189,6 +190,11 @@ def _summary(name: str, results: list[Any]) -> dict[str, float]:
     )
     if len(results) > 1:
         summary["num_splits"] = float(len(results))
+        # what each split selected, where the probe selects per split (Probe.per_split_keys)
+        for key in getattr(probe, "per_split_keys", ()):
+            for i, result in enumerate(results):
+                if isinstance(result.get(key), (int, float)):
+                    summary[f"{key}_fold{i}"] = float(result[key])
     return {f"probe/{name}/{k}": v for k, v in summary.items()}
 
 

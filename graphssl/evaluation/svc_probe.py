@@ -86,6 +86,11 @@ class SVCProbe(Probe):
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or evaluate()")
         return self.best_estimator_.predict(as_float_matrix(embeddings).cpu().numpy())
 
+    @property
+    def per_split_keys(self) -> tuple[str, ...]:
+        """``C``: each outer fold's grid search selects its own (``probe/<name>/C_fold<i>``)."""
+        return ("C",)
+
     # ---------------------------------------------------------------- internals
     def _evaluate(self, x: Tensor, targets: Tensor, rows: dict[str, Tensor]) -> dict[str, Any]:
         """Grid-search ``C`` on ``train ∪ val``, refit, and predict ``test``.

@@ -118,6 +118,12 @@ class AFGRL(MomentumMethod):
     """
 
     target: nn.Module  # set by add_target
+    not_distributed_because = (
+        "its positives are each seed's nearest neighbours and k-means clusters among the "
+        "target embeddings of the batch: on several processes each would search its own slice "
+        "of the global batch only, and draw k-means initialisations of its own, so the step "
+        "would not be the step of one process on the global batch"
+    )
 
     def __init__(
         self,

@@ -92,6 +92,9 @@ class SSLMethod(nn.Module):
     #: (:func:`~graphssl.methods.collective.gather_rows`), so ``W`` ranks holding ``B / W`` rows
     #: each train exactly like one process holding ``B``; the trainer refuses the others
     supports_distributed: bool = False
+    #: why the method is not exact on several processes, for the refusal's message (``""``:
+    #: its loss has not been converted)
+    not_distributed_because: str = ""
 
     def __init__(
         self,

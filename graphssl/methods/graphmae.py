@@ -121,6 +121,13 @@ class GraphMAE(SSLMethod):
         self.feat_drop = feat_drop
 
     forward_encoder = "encoder"  # forward() is encode(self.encoder, batch)
+    not_distributed_because = (
+        "in mini-batches a seed's reconstruction reads the codes of its neighbours, and a "
+        "neighbour that is not itself a seed of the batch is encoded from the part of its "
+        "neighbourhood the batch sampled: which other seeds share the batch changes each "
+        "seed's loss, so the processes' slices of a global batch would not give the step of "
+        "one process on the global batch"
+    )
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory
+from graphssl.methods.collective import gather_rows
 from graphssl.methods.image import ImageSSLMethod, views_of
 
 
@@ -34,6 +35,7 @@ class Supervised(ImageSSLMethod):
     """
 
     has_untrained_baseline = False  # the supervised reference, not a self-supervised encoder
+    supports_distributed = True  # cross-entropy over the global batch (gather_rows)
 
     def __init__(
         self,
@@ -78,6 +80,8 @@ class Supervised(ImageSSLMethod):
                 f"the classifier has {logits.shape[1]} classes; set "
                 f"model.num_classes=-1 to take the dataset's count"
             )
+        # over the global batch on several processes: the mean of every process's rows
+        logits, labels = gather_rows(logits), gather_rows(labels)
         loss = F.cross_entropy(logits, labels, label_smoothing=self.label_smoothing)
         acc = (logits.detach().argmax(1) == labels).float().mean()
         return {"loss": loss, "acc": acc}

@@ -3,6 +3,8 @@ layer-wise inference of a node encoder over a whole graph (:func:`encode_layerwi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
@@ -76,6 +78,8 @@ def encode_layerwise(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     chunk_nodes: int | None = None,
     progress: bool = False,
+    part: tuple[int, int] = (0, 1),
+    exchange: Callable[[Tensor], Tensor] | None = None,
 ) -> Tensor:
     """Node embeddings of ``encoder`` on the whole graph ``data``, one layer at a time.
 
@@ -103,6 +107,12 @@ def encode_layerwise(
         chunk_nodes: target nodes per chunk; ``None``: as many as ``chunk_bytes`` allows
             (default: ``None``).
         progress: show a tqdm bar over the chunks of all layers (default: ``False``).
+        part: ``(index, parts)``: compute only the rows of the ``index``-th of ``parts``
+            near-equal contiguous node ranges, and get each layer's other rows from
+            ``exchange`` (default: ``(0, 1)``, every row here).
+        exchange: with ``parts > 1``, maps this part's rows of a layer to all ``n`` rows in
+            node order (e.g. an all-gather over the processes that compute the other parts);
+            required then (default: ``None``).
 
     Returns:
         ``[n, out_channels]`` embeddings, on the device of ``data``.
@@ -130,12 +140,18 @@ def encode_layerwise(
             f"chunk_bytes and chunk_nodes must be >= 1 (chunk_nodes may be None), got "
             f"{chunk_bytes} and {chunk_nodes}"
         )
+    index, parts = part
+    if parts > 1 and exchange is None:
+        raise ValueError(f"part={part} computes a share of the rows; pass exchange to get the rest")
     with torch.no_grad():
         graph = encoder.inference_graph(data)
         row_floats, edge_floats = encoder.inference_floats(int(x.size(1)))
         max_nodes = chunk_nodes or max(1, chunk_bytes // (4 * max(row_floats, 1)))
         max_edges = None if edge_floats <= 0 else max(1, chunk_bytes // (4 * edge_floats))
-        chunks = graph.chunks(max_nodes, max_edges)
+        size, extra = divmod(graph.num_nodes, parts)
+        first = index * size + min(index, extra)
+        last = first + size + (1 if index < extra else 0)
+        chunks = graph.chunks(max_nodes, max_edges, first, last)
         layers = encoder.num_inference_layers
         bar = tqdm(
             total=layers * len(chunks),
@@ -151,12 +167,14 @@ def encode_layerwise(
                 for start, end in chunks:
                     rows = encoder.inference_rows(layer, source, graph, start, end)
                     if out is None:
-                        out = rows.new_empty((graph.num_nodes, *rows.shape[1:]))
-                    out[start:end] = rows
+                        out = rows.new_empty((last - first, *rows.shape[1:]))
+                    out[start - first : end - first] = rows
                     bar.update(1)
                 del source
                 if out is None:  # a graph without nodes
                     out = encoder(x, data.edge_index)
+                elif exchange is not None and parts > 1:
+                    out = exchange(out)
                 x = out
         finally:
             bar.close()

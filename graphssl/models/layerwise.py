@@ -93,10 +93,17 @@ class InferenceGraph:
             return 0
         return int((self.crow[1:] - self.crow[:-1]).max())
 
-    def chunks(self, max_nodes: int, max_edges: int | None = None) -> list[tuple[int, int]]:
-        """Consecutive target ranges ``[start, end)`` covering every node once, each of at most
-        ``max_nodes`` nodes and ``max_edges`` in-edges (``None``: no edge bound). A node with
-        more than ``max_edges`` in-edges forms a chunk of its own.
+    def chunks(
+        self,
+        max_nodes: int,
+        max_edges: int | None = None,
+        first: int = 0,
+        last: int | None = None,
+    ) -> list[tuple[int, int]]:
+        """Consecutive target ranges ``[start, end)`` covering every node of ``[first, last)``
+        (default: all) once, each of at most ``max_nodes`` nodes and ``max_edges`` in-edges
+        (``None``: no edge bound). A node with more than ``max_edges`` in-edges forms a chunk
+        of its own.
 
         Raises:
             ValueError: for a ``max_nodes`` or ``max_edges`` below 1.
@@ -106,12 +113,12 @@ class InferenceGraph:
                 f"chunks need max_nodes >= 1 and max_edges >= 1 (or None), got {max_nodes} "
                 f"and {max_edges}"
             )
-        n = self.num_nodes
+        n = self.num_nodes if last is None else last
         if max_edges is None or max_edges >= self.num_edges:
-            return [(s, min(s + max_nodes, n)) for s in range(0, n, max_nodes)]
+            return [(s, min(s + max_nodes, n)) for s in range(first, n, max_nodes)]
         crow = self.crow.to(device="cpu", dtype=torch.long)
         out: list[tuple[int, int]] = []
-        start = 0
+        start = first
         while start < n:
             limit = int(crow[start]) + max_edges
             # the last end whose crow is within the edge bound

@@ -1,18 +1,29 @@
-"""``trainer.devices``: the train task's fit on one process or on several.
+"""``trainer.devices`` and ``trainer.num_nodes``: the train task's fit on one process or on several.
 
-With ``trainer.devices=1`` (the default) :func:`fit_on_devices` is ``trainer.fit(method, dm)``.
-With ``N > 1`` this process (the Hydra job, which holds the MLflow run) becomes rank 0 of a
-``torch.distributed`` group and :func:`graphssl.training.distributed.launch` spawns ranks
-``1..N-1``; each of those gets rank 0's graph through shared memory (or rebuilds a graph or
-image dataset), builds the method from the resolved config (:func:`_rank_worker`) and runs the
-same training loop with no callbacks: only rank 0 logs,
-checkpoints and evaluates; the other ranks never import MLflow or open the store.
+With ``trainer.devices=1`` and ``trainer.num_nodes=1`` (the defaults) :func:`fit_on_devices` is
+``trainer.fit(method, dm)``. With more, one model trains on ``devices × num_nodes`` ranks of a
+``torch.distributed`` group, started one of two ways:
+
+* **spawned** (one machine, one process of a job): this process (the Hydra job, which holds the
+  MLflow run) becomes rank 0 and :func:`graphssl.training.distributed.launch` spawns ranks
+  ``1..N-1``; each gets rank 0's graph through shared memory (or rebuilds a graph or image
+  dataset) and builds the method from the resolved config (:func:`_rank_worker`);
+* **cluster tasks** (a SLURM job step of ``devices`` tasks on each of ``num_nodes`` machines,
+  as ``hydra/launcher=submitit_slurm`` with ``tasks_per_node``/``nodes`` starts it): every task
+  runs the train task, and :func:`~graphssl.training.distributed.cluster_ranks` reads its rank
+  from the scheduler's environment. Task 0 is rank 0 and opens the MLflow run; every other task
+  runs :func:`train_as_task` instead, which never opens the store.
+
+Either way the other ranks run the same training loop with no callbacks: only rank 0 logs,
+checkpoints and evaluates. After the fit, mini-batch and layer-wise extraction are shared out
+across the ranks (:func:`extract_on_ranks`) before the group closes; rank 0 evaluates alone.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,19 +33,40 @@ from torch_geometric.data import Data
 
 from graphssl.data.base import DataModule
 from graphssl.data.node import InMemoryNodeDataModule
+from graphssl.evaluation.extraction import ShardedExtraction, extract_sharded
 from graphssl.methods.base import SSLMethod
 from graphssl.tasks.components import build_datamodule, build_method
 from graphssl.training import distributed
 from graphssl.training.trainer import FitResult, Trainer
 from graphssl.utils import seed_everything
 
-__all__ = ["fit_on_devices"]
+__all__ = ["DevicesFit", "extract_on_ranks", "fit_on_devices", "train_as_task"]
+
+
+@dataclass
+class DevicesFit:
+    """What :func:`fit_on_devices` gives rank 0.
+
+    Attributes:
+        fit: the training summary.
+        extracted: the embeddings the ranks extracted together after training, ``None`` when
+            one process trained or the extraction plan is not shared out (full-batch,
+            graph-level datasets): rank 0 then extracts alone.
+    """
+
+    fit: FitResult
+    extracted: ShardedExtraction | None = None
 
 
 def fit_on_devices(
-    cfg: DictConfig, trainer: Trainer, method: SSLMethod, dm: DataModule, run: Any = None
-) -> FitResult:
-    """``trainer.fit(method, dm)`` on ``trainer.devices`` processes of this machine.
+    cfg: DictConfig,
+    trainer: Trainer,
+    method: SSLMethod,
+    dm: DataModule,
+    run: Any = None,
+    extraction: Mapping[str, Any] | None = None,
+) -> DevicesFit:
+    """``trainer.fit(method, dm)`` on ``trainer.devices × trainer.num_nodes`` processes.
 
     Args:
         cfg: the resolved train config (the spawned ranks rebuild their objects from it).
@@ -42,34 +74,78 @@ def fit_on_devices(
         method: rank 0's method; its BatchNorm layers are plain ones again afterwards.
         dm: rank 0's datamodule.
         run: the run object; on several processes it gets the tag ``dist/backend``.
+        extraction: the evaluation's extraction settings (``Evaluation.extraction``); with
+            them, the ranks share out a mini-batch or layer-wise extraction after training.
 
     Raises:
-        RankFailedError: a spawned rank failed or died; the message names it.
+        RankFailedError: another rank failed or died; the message names it.
     """
-    devices = trainer.devices * trainer.num_nodes
-    if devices == 1:
-        return trainer.fit(method, dm)
+    world = trainer.devices * trainer.num_nodes
+    if world == 1:
+        return DevicesFit(trainer.fit(method, dm))
     device = str(trainer.device)
-    _check_cuda(trainer.device, devices)
+    ranks = distributed.cluster_ranks()
+    if ranks is None:
+        _check_cuda(trainer.device, world)
     if run is not None:
         run.sink.set_tags({"dist/backend": distributed.backend_for(device)})
-    container = OmegaConf.to_container(cfg, resolve=True)
-    # one graph: the spawned ranks get rank 0's prepared graph, its tensors moved to shared
-    # memory by torch.multiprocessing's pickler, instead of each loading its own copy
-    graph = None if dm.is_graph_level else dm.data
-    threads = distributed.threads_per_rank(devices, cfg.get("num_threads"))
+
+    def main() -> DevicesFit:
+        fit = trainer.fit(method, dm)
+        extracted = None
+        if extraction is not None:
+            extracted = extract_on_ranks(method, dm, extraction, str(trainer.device))
+        return DevicesFit(fit, extracted)
+
     try:
+        if ranks is not None:
+            threads = distributed.threads_per_rank(1, cfg.get("num_threads"))
+            return distributed.launch_tasks(
+                main, ranks, device=device, timeout_s=trainer.dist_timeout_s, threads=threads
+            )
+        container = OmegaConf.to_container(cfg, resolve=True)
+        # one graph: the spawned ranks get rank 0's prepared graph, its tensors moved to shared
+        # memory by torch.multiprocessing's pickler, instead of each loading its own copy
+        graph = None if dm.is_graph_level else dm.data
+        threads = distributed.threads_per_rank(world, cfg.get("num_threads"))
+        settings = None if extraction is None else dict(extraction)
         return distributed.launch(
-            lambda: trainer.fit(method, dm),
+            main,
             _rank_worker,
-            (container, graph, dm.name, dm.seed),
-            devices,
+            (container, graph, dm.name, dm.seed, settings),
+            world,
             device=device,
             timeout_s=trainer.dist_timeout_s,
             threads=threads,
         )
     finally:
         distributed.revert_sync_batchnorm(method)
+
+
+def extract_on_ranks(
+    method: SSLMethod, dm: DataModule, extraction: Mapping[str, Any], device: str
+) -> ShardedExtraction | None:
+    """Every rank's part of the evaluation's extraction, run by all ranks after the fit.
+
+    The model gets plain BatchNorm layers back and rank 0's parameters and buffers (a callback
+    on rank 0 may have restored an earlier epoch's weights), then
+    :func:`~graphssl.evaluation.extraction.extract_sharded` shares out a mini-batch or
+    layer-wise extraction. Returns the embeddings on rank 0; ``None`` on the other ranks, and
+    on every rank for a plan that is not shared out.
+    """
+    distributed.revert_sync_batchnorm(method)
+    distributed.broadcast_parameters(method)
+    return extract_sharded(
+        method,
+        dm,
+        encoder_source=extraction["encoder_source"],
+        device=device,
+        mini_batch=bool(extraction["mini_batch"]),
+        num_neighbors=extraction["num_neighbors"],
+        mode=extraction["mode"],
+        memory_budget_gb=extraction["memory_budget_gb"],
+        chunk_size=extraction["chunk_size"],
+    )
 
 
 def _check_cuda(device: torch.device, devices: int) -> None:
@@ -91,12 +167,32 @@ def _check_cuda(device: torch.device, devices: int) -> None:
         )
 
 
+def _rank_trainer(cfg: DictConfig, device: torch.device) -> Trainer:
+    """The trainer of a rank other than 0: the config's, without callbacks, checkpoints,
+    progress bar or epoch log."""
+    trainer: Trainer = instantiate(
+        cfg.trainer,
+        callbacks=[],
+        checkpoint_every=None,
+        progress=False,
+        log_every=None,
+        device=str(device),
+    )
+    return trainer
+
+
 def _rank_worker(
-    rank: int, container: dict[str, Any], graph: Data | None, name: str, data_seed: int
-) -> Callable[[], FitResult]:
-    """Rank ``rank`` (>= 1) of a multi-process fit: the datamodule (around rank 0's shared
-    ``graph`` when there is one), method and trainer of the config, seeded as rank 0 seeds them;
-    returns their fit, without callbacks, progress bar or epoch log."""
+    rank: int,
+    container: dict[str, Any],
+    graph: Data | None,
+    name: str,
+    data_seed: int,
+    extraction: dict[str, Any] | None = None,
+) -> Callable[[], None]:
+    """Rank ``rank`` (>= 1) of a spawned multi-process fit: the datamodule (around rank 0's
+    shared ``graph`` when there is one), method and trainer of the config, seeded as rank 0
+    seeds them; returns their fit (then the shared extraction), without callbacks, progress bar
+    or epoch log."""
     cfg = OmegaConf.create(container)
     assert isinstance(cfg, DictConfig)
     seed_everything(int(cfg.seed))
@@ -107,12 +203,43 @@ def _rank_worker(
     else:
         dm = build_datamodule(cfg)
     method = build_method(cfg, dm)
-    trainer = instantiate(
-        cfg.trainer,
-        callbacks=[],
-        checkpoint_every=None,
-        progress=False,
-        log_every=None,
-        device=str(distributed.rank_device(str(cfg.trainer.device), rank)),
+    device = distributed.rank_device(str(cfg.trainer.device), rank)
+    trainer = _rank_trainer(cfg, device)
+    return functools.partial(_fit_and_extract, trainer, method, dm, extraction, str(device))
+
+
+def _fit_and_extract(
+    trainer: Trainer,
+    method: SSLMethod,
+    dm: DataModule,
+    extraction: Mapping[str, Any] | None,
+    device: str,
+) -> None:
+    trainer.fit(method, dm)
+    if extraction is not None:
+        extract_on_ranks(method, dm, extraction, device)
+
+
+def train_as_task(
+    cfg: DictConfig, ranks: distributed.ClusterRanks, extraction: Mapping[str, Any]
+) -> None:
+    """The train task on a cluster task other than rank 0: build the datamodule, method and
+    trainer of the resolved ``cfg`` (seeded as rank 0 seeds them), join rank 0's group
+    (:func:`~graphssl.training.distributed.join_tasks`), train and share the extraction. No
+    MLflow run is opened and nothing is logged to the store: rank 0 does that for the job."""
+    threads = distributed.threads_per_rank(1, cfg.get("num_threads"))
+    torch.set_num_threads(threads)
+    seed_everything(int(cfg.seed))
+    dm = build_datamodule(cfg)
+    if not dm.is_graph_level:  # seeded again as a spawned rank is: the same random streams
+        seed_everything(int(cfg.seed))
+    method = build_method(cfg, dm)
+    device = distributed.task_device(str(cfg.trainer.device), ranks.local_rank)
+    trainer = _rank_trainer(cfg, device)
+    distributed.join_tasks(
+        functools.partial(_fit_and_extract, trainer, method, dm, extraction, str(device)),
+        ranks,
+        device=str(cfg.trainer.device),
+        timeout_s=trainer.dist_timeout_s,
+        threads=threads,
     )
-    return functools.partial(trainer.fit, method, dm)

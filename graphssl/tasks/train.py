@@ -38,9 +38,10 @@ from graphssl.tasks.components import (
     run_name,
     set_threads,
 )
-from graphssl.tasks.devices import fit_on_devices
+from graphssl.tasks.devices import fit_on_devices, train_as_task
 from graphssl.tasks.signals import TaskSignals
 from graphssl.tracking import open_run
+from graphssl.training.distributed import cluster_ranks
 from graphssl.training.trainer import TrainingInterrupted
 from graphssl.utils import allocator, seed_everything
 
@@ -56,6 +57,10 @@ def train(cfg: DictConfig) -> dict[str, float]:
     the run ends ``KILLED``, after checkpointing the current epoch when checkpoints are on. A
     scheduler's time-limit warning (submitit's SIGUSR2) during training stops it after the
     current epoch, then reaches the scheduler's handler outside any store call.
+
+    On a cluster task other than rank 0 of a multi-process fit (a SLURM job step of
+    ``trainer.devices × trainer.num_nodes`` tasks) it trains that rank and returns ``{}``:
+    the job's one MLflow run is rank 0's.
     """
     with TaskSignals() as signals:
         return _train(cfg, signals)
@@ -65,6 +70,12 @@ def _train(cfg: DictConfig, signals: TaskSignals) -> dict[str, float]:
     t_start = time.perf_counter()
     cfg = prepare_train_config(cfg)  # resolved and validated: a refused config starts no run
     evaluation = build_evaluation(cfg)
+    world = int(cfg.trainer.devices) * int(cfg.trainer.num_nodes)
+    ranks = cluster_ranks() if world > 1 else None
+    if ranks is not None and ranks.rank != 0:  # one rank of rank 0's fit: no run of its own
+        log.info("training as %s", ranks.describe())
+        train_as_task(cfg, ranks, evaluation.extraction)
+        return {}
     record = OmegaConf.to_container(cfg)
     set_threads(cfg.get("num_threads"))
     seed_everything(int(cfg.seed))
@@ -89,12 +100,16 @@ def _train(cfg: DictConfig, signals: TaskSignals) -> dict[str, float]:
         t0 = time.perf_counter()
         try:
             with allocator(str(cfg.get("cpu_allocator", "reuse"))):
-                fit = fit_on_devices(cfg, trainer, method, dm, run)  # trainer.devices ranks
+                # trainer.devices x trainer.num_nodes ranks; they share out the extraction
+                ranked = fit_on_devices(cfg, trainer, method, dm, run, evaluation.extraction)
         except TrainingInterrupted:
             signals.deliver()  # a time-limit warning stopped training: the scheduler's error
             raise
         signals.deliver()
         train_seconds = time.perf_counter() - t0
+        fit = ranked.fit
+        if ranked.extracted is not None:  # the ranks extracted before their group closed
+            train_seconds -= ranked.extracted.seconds
 
         device, seed = str(cfg.trainer.device), int(cfg.seed)
         result = evaluation.evaluate(
@@ -105,6 +120,7 @@ def _train(cfg: DictConfig, signals: TaskSignals) -> dict[str, float]:
             untrained=lambda: build_method(cfg, dm),
             baseline_key=baseline_key(cfg, dm),
             cache_dir=cfg.paths.cache_dir,
+            extracted=ranked.extracted,
         )
         stats = dict(getattr(dm, "graph_stats", dict)())  # data/avg_degree, ...
         run.log_dataset(dm.name, OmegaConf.to_container(cfg.dataset), stats)  # type: ignore[arg-type]

@@ -239,43 +239,85 @@ def _check_devices(cfg: DictConfig) -> None:
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise ConfigError(f"trainer.devices={devices!r}; expected a positive integer")
     nodes = trainer.get("num_nodes", 1)
-    if nodes != 1:
-        raise ConfigError(
-            f"trainer.num_nodes={nodes!r}: graphssl trains one model on the processes of one "
-            f"machine (trainer.devices); expected trainer.num_nodes=1"
-        )
-    if devices == 1:
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ConfigError(f"trainer.num_nodes={nodes!r}; expected a positive integer")
+    _check_tasks(devices, nodes)
+    if devices * nodes == 1:
         return
+    world = devices * nodes
+    # what the messages below name: the key(s) asking for the processes
+    asked = f"trainer.devices={devices}" + (f" x trainer.num_nodes={nodes}" if nodes > 1 else "")
     method = _target_class(cfg.get("model"))
     name = method.__name__ if method is not None else "the method"
     if method is not None and getattr(method, "fit_without_gradients", None) is not getattr(
         _ssl_base(), "fit_without_gradients", None
     ):
         raise ConfigError(
-            f"trainer.devices={devices} trains one model by gradient steps on several "
+            f"{asked} trains one model by gradient steps on several "
             f"processes, but {name} (DeepWalk/node2vec) trains gensim's Word2Vec on random "
             f"walks without gradient steps, which this does not split across processes; set "
             f"trainer.devices=1 (gensim's own worker threads use the cores)"
         )
     if method is not None and not getattr(method, "supports_distributed", False):
+        because = getattr(method, "not_distributed_because", "") or (
+            "its loss has not been made exact over the batches of several processes (its "
+            "comparisons or statistics would only see each process's slice)"
+        )
         raise ConfigError(
-            f"trainer.devices={devices}, but {name}'s loss has not been made exact over the "
-            f"batches of several processes (its comparisons or statistics would only see each "
-            f"process's slice); expected a method listed in docs/distributed.md (DGI, "
-            f"GRACE, CCA-SSG, BGRL, GraphDINO, GraphCL, InfoGraph, SimCLR, BYOL, DINO) or "
-            f"trainer.devices=1"
+            f"{asked}, but {name} does not train on several processes: "
+            f"{because}; expected a method listed in docs/distributed.md (DGI, GRACE, "
+            f"CCA-SSG, BGRL, GraphDINO, GraphCL, InfoGraph, GraphMAE, SimCLR, BYOL, DINO, "
+            f"supervised) or trainer.devices=1"
         )
     dataset = _target_class(cfg.get("dataset"))
     node_level = dataset is not None and getattr(dataset, "is_graph_level", True) is False
     if dataset is not None and node_level and not trainer.get("mini_batch", False):
         raise ConfigError(
-            f"trainer.devices={devices} asks for {devices} processes, but "
+            f"{asked} asks for {world} processes, but "
             f"trainer.mini_batch=false trains full-batch on the one graph of dataset "
             f"{cfg.dataset.get('name', dataset.__name__)!r}: every process would compute the "
             f"same step on the whole graph, and there are no batches to split between them. "
             f"Set trainer.mini_batch=true, so that each epoch's seed nodes are shared out "
             f"across the processes (trainer.batch_size seeds per process and step), or "
             f"trainer.devices=1"
+        )
+
+
+def _check_tasks(devices: int, nodes: int, environ: Mapping[str, str] | None = None) -> None:
+    """``trainer.num_nodes > 1`` runs one rank per task of a cluster job step, and a step of
+    several tasks must have exactly ``devices × num_nodes`` of them: checked against the
+    scheduler's environment (:func:`~graphssl.training.distributed.cluster_ranks`)."""
+    from graphssl.training.distributed import cluster_ranks
+
+    world = devices * nodes
+    try:
+        ranks = cluster_ranks(environ)
+    except ValueError as err:
+        raise ConfigError(f"trainer.num_nodes={nodes}, trainer.devices={devices}: {err}") from err
+    overrides = (
+        f"hydra.launcher.nodes={nodes} hydra.launcher.tasks_per_node={devices} (or "
+        f"hydra/launcher=submitit_slurm_ranks, which reads both from trainer.num_nodes and "
+        f"trainer.devices)"
+    )
+    if ranks is None:
+        if nodes > 1:
+            raise ConfigError(
+                f"trainer.num_nodes={nodes} trains one model on {nodes} machines, one rank per "
+                f"task of a SLURM job step ({devices} task(s) per machine, "
+                f"trainer.devices={devices}), but this process is not a task of such a step "
+                f"(no SLURM_PROCID/SLURM_STEP_ID with SLURM_NTASKS above 1 in its environment). "
+                f"Launch it through SLURM: graphssl -m hydra/launcher=submitit_slurm {overrides}; "
+                f"or train on the processes of this machine with trainer.num_nodes=1"
+            )
+        return
+    if ranks.world != world:
+        raise ConfigError(
+            f"this {ranks.source} job step runs {ranks.world} tasks, but trainer.devices="
+            f"{devices} x trainer.num_nodes={nodes} = {world} rank(s): each task is one rank of "
+            f"the one model, so the step must have exactly {world} task(s) "
+            f"({devices} per machine on {nodes} machine(s)). Expected the launcher to start "
+            f"them with {overrides}, or trainer.devices and trainer.num_nodes to match the "
+            f"step's tasks"
         )
 
 

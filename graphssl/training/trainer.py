@@ -226,7 +226,8 @@ class Trainer:
             ``torch.distributed`` process group of that many ranks, which the train task starts
             (:func:`graphssl.training.distributed.launch`); ``batch_size`` (or the dataset's
             batch size) is then per rank (default: ``1``).
-        num_nodes: machines; only ``1`` is supported (default: ``1``).
+        num_nodes: machines; above 1, ``devices`` ranks run on each, one per task of a
+            SLURM job step (default: ``1``).
         dist_timeout_s: seconds a collective may wait for the other ranks before the fit fails,
             a guard against hangs that must also cover rank 0's callbacks between epochs
             (checkpoints, diagnostics, selection probes) (default: ``300``).
@@ -260,11 +261,6 @@ class Trainer:
         for name, count in (("devices", devices), ("num_nodes", num_nodes)):
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                 raise ValueError(f"trainer.{name} must be a positive integer, got {count!r}")
-        if num_nodes != 1:
-            raise ValueError(
-                f"trainer.num_nodes={num_nodes}: graphssl trains one model on the processes of "
-                f"one machine (trainer.devices); expected trainer.num_nodes=1"
-            )
         if isinstance(dist_timeout_s, bool) or not (
             isinstance(dist_timeout_s, int | float) and dist_timeout_s > 0
         ):
@@ -527,15 +523,17 @@ class Trainer:
         world = distributed.world_size()
         if self.devices * self.num_nodes != world:
             raise ValueError(
-                f"trainer.devices={self.devices} but this process group has {world} ranks; "
-                f"expected one rank per device"
+                f"trainer.devices={self.devices} x trainer.num_nodes={self.num_nodes} but this "
+                f"process group has {world} ranks; expected one rank per device"
             )
         name = type(method).__name__
         if not method.supports_distributed:
+            because = method.not_distributed_because or (
+                "its loss has not been made exact over the global batch"
+            )
             raise ValueError(
-                f"{name} does not train on several processes: its loss has not been made exact "
-                f"over the global batch (docs/distributed.md lists the methods that have); "
-                f"set trainer.devices=1"
+                f"{name} does not train on several processes: {because} (docs/distributed.md "
+                f"lists the methods that do); set trainer.devices=1"
             )
         if not datamodule.is_graph_level and not self.mini_batch:
             raise ValueError(
@@ -605,7 +603,8 @@ class Trainer:
         in_group = distributed.is_distributed()
         if self.devices * self.num_nodes > 1 and not in_group:
             raise ValueError(
-                f"trainer.devices={self.devices}: Trainer.fit trains one rank of a "
+                f"trainer.devices={self.devices} x trainer.num_nodes={self.num_nodes}: "
+                f"Trainer.fit trains one rank of a "
                 f"torch.distributed process group; start the ranks with "
                 f"graphssl.training.distributed.launch (the train task does)"
             )

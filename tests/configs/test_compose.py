@@ -112,6 +112,32 @@ def test_experiment_composes(experiment: str) -> None:
         assert hasattr(instantiate(cfg.eval.probes[cfg.callbacks.selection.probe]), "evaluate")
 
 
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_k_fold_graph_presets_select_the_probe_by_inner_cv(experiment: str) -> None:
+    """The presets whose dataset is split into k folds select the default probe's L2 strength
+    by inner cross-validation in each training fold; every other preset keeps the selection on
+    its validation split, so its metrics are what they were."""
+    cfg = resolve_config(compose_with(f"experiment={experiment}"))
+    logreg = cfg.eval.probes.get("logreg")
+    if logreg is None:
+        return
+    k_fold = OmegaConf.select(cfg, "dataset.split") == "kfold"
+    assert logreg.selection == ("cv" if k_fold else "split"), experiment
+    probe = instantiate(logreg)
+    assert (probe.selection, probe.inner_folds, probe.seed) == (logreg.selection, 5, cfg.seed)
+
+
+def test_eval_graph_selects_by_inner_cv_and_split_stays_one_override_away() -> None:
+    for option in ("graph", "graph_papers"):
+        cfg = resolve_config(compose_with(f"eval={option}"))
+        assert instantiate(cfg.eval.probes.logreg).selection == "cv", option
+    cfg = resolve_config(
+        compose_with("experiment=infograph_mutag", "eval.probes.logreg.selection=split")
+    )
+    assert instantiate(cfg.eval.probes.logreg).selection == "split"
+    assert resolve_config(compose_with()).eval.probes.logreg.selection == "split"
+
+
 @pytest.mark.parametrize("eval_option", options("eval"))
 def test_eval_options_instantiate(eval_option: str) -> None:
     cfg = resolve_config(compose_with(f"eval={eval_option}"))
@@ -199,3 +225,13 @@ def test_every_task_composes_on_the_shared_groups(task: str) -> None:
     assert cfg.hydra.help.app_name == ("graphssl" if task == "train" else f"graphssl-{task}")
     # only the train task makes a multirun one MLflow parent run
     assert ("mlflow_sweep" in cfg.hydra.callbacks) == (task == "train")
+
+
+def test_the_ranks_launcher_asks_slurm_for_one_task_per_rank() -> None:
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    cfg = compose_with(
+        "hydra/launcher=submitit_slurm_ranks", "trainer.devices=4", "trainer.num_nodes=3"
+    )
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    assert launcher["tasks_per_node"] == 4 and launcher["nodes"] == 3
+    assert launcher["_target_"].endswith("SlurmLauncher")

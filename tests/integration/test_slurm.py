@@ -329,3 +329,80 @@ def _wait_for_training_run(
                     return str(run.info.run_id)
         time.sleep(1)
     raise AssertionError(f"no run with trainer.epochs={epochs} logged an epoch in {timeout} s")
+
+
+#: one model on two processes, small enough for two tasks on this machine's two cores
+RANKS = (
+    "model=grace",
+    "encoder=sage",
+    "encoder.hidden_channels=16",
+    "model.projection_dim=8",
+    "trainer.mini_batch=true",
+    "trainer.batch_size=32",
+    "trainer.epochs=2",
+    "trainer.limit_batches=3",
+    "trainer.checkpoint_every=1",
+    "trainer.devices=2",
+    "num_threads=1",
+    "eval.baseline=false",
+    "eval.extraction.mode=mini_batch",
+    "logger.log_model=false",
+)
+
+
+def test_slurm_job_of_two_tasks_trains_one_model_as_two_processes(
+    slurm_env, graphssl_cmd, cli_env, outputs_dir, _mlflow_template, tmp_path
+) -> None:
+    """``hydra/launcher=submitit_slurm_ranks`` asks SLURM for ``trainer.devices`` tasks on
+    ``trainer.num_nodes`` machines; each task is one rank (nothing spawned), task 0 holds the
+    job's one run, and the result is that of ``trainer.devices=2`` on one process's spawned
+    ranks: the same losses and weights."""
+    import torch
+    from hydra import compose, initialize_config_dir
+
+    from graphssl.tasks.train import train
+
+    env = {**cli_env, **slurm_env}
+    launcher = ("hydra/launcher=submitit_slurm_ranks", *SLURM[1:])
+    res = subprocess.run(
+        [*graphssl_cmd, "-m", *FAST, *launcher, *RANKS, "trainer.num_nodes=1"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    client, parent, children = sweep_runs(outputs_dir)
+    sweep_dir = Path(parent.data.tags["graphssl.sweep_dir"])
+    job = array_id_of(sweep_dir)
+    assert res.returncode == 0, f"{res.stderr[-3000:]}\n{job_log(outputs_dir, job)}"
+    assert_all_finished(parent, children, 1)  # one run for the two tasks
+    (run,) = children
+    assert run.data.metrics["dist/world_size"] == 2.0
+    assert run.data.tags["extract/ranks"] == "2"
+    log = job_log(outputs_dir, job, tail=100_000)
+    assert "training on 2 SLURM tasks" in log, log[-3000:]  # ranks from SLURM, not spawned
+    wait_queue_empty(env)
+    assert set(job_states(env, job).values()) == {"COMPLETED"}
+
+    # the reference: trainer.devices=2 on this process, rank 1 spawned
+    spawned = tmp_path / "spawned"
+    spawned.mkdir()
+    shutil.copyfile(_mlflow_template, spawned / "mlflow.db")
+    with initialize_config_dir(config_dir=str(CLUSTER.parents[1] / "conf"), version_base="1.3"):
+        cfg = compose(
+            config_name="train", overrides=[*FAST, *RANKS, f"paths.outputs_dir={spawned}"]
+        )
+    metrics = train(cfg)
+    history = [m.value for m in client.get_metric_history(run.info.run_id, "train/loss")]
+    reference = MlflowClient(tracking_uri=f"sqlite:///{spawned / 'mlflow.db'}")
+    (ref_run,) = reference.search_runs([reference.get_experiment_by_name("graphssl").experiment_id])
+    ref_history = [m.value for m in reference.get_metric_history(ref_run.info.run_id, "train/loss")]
+    assert len(history) == 2 and history == pytest.approx(ref_history, abs=1e-6, rel=0)
+    assert run.data.metrics["train/final_loss"] == pytest.approx(metrics["train/final_loss"])
+    (ckpt,) = (outputs_dir / "checkpoints").rglob("last.pt")
+    (ref_ckpt,) = (spawned / "checkpoints").rglob("last.pt")
+    weights = torch.load(ckpt, weights_only=True)["model"]
+    ref_weights = torch.load(ref_ckpt, weights_only=True)["model"]
+    assert weights.keys() == ref_weights.keys()
+    assert max(float((weights[k] - ref_weights[k]).abs().max()) for k in weights) < 1e-6

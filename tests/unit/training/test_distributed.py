@@ -46,9 +46,11 @@ from graphssl.methods.dino import DINO
 from graphssl.methods.grace import GRACE
 from graphssl.methods.graph_dino import GraphDINO
 from graphssl.methods.graphcl import GraphCL
+from graphssl.methods.graphmae import GraphMAE
 from graphssl.methods.infograph import InfoGraph
 from graphssl.methods.losses import info_nce
 from graphssl.methods.simclr import SimCLR
+from graphssl.methods.supervised import Supervised
 from graphssl.models.encode import encode
 from graphssl.models.encoders import GINEncoder, SAGEEncoder
 from graphssl.training import distributed
@@ -113,6 +115,27 @@ class KeyedShuffle:
         return self.x[perm[rows]]
 
 
+class KeyedGraphMAE(GraphMAE):
+    """GraphMAE whose masked nodes are those a table drawn for this step marks, keyed by global
+    node id (each row found in the graph by its values, as :class:`KeyedShuffle` does): a node
+    is masked or not whichever batch holds it. All masked nodes get the ``[MASK]`` token."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(_sage(), _sgd(), mask_rate=0.5, replace_rate=0.0)
+        self.seed, self.calls = seed, 0
+        self.ids = {tuple(row.tolist()): i for i, row in enumerate(_graph().x)}
+
+    def mask_features(self, x: Tensor, num_seeds: int | None = None) -> tuple[Tensor, Tensor]:
+        g = torch.Generator().manual_seed(self.seed * 1000 + self.calls)
+        self.calls += 1
+        table = torch.rand(NODES, generator=g) < self.mask_rate
+        rows = torch.tensor([self.ids[tuple(row.tolist())] for row in x])
+        masked = table[rows].nonzero().view(-1)  # ascending: the masked seeds first
+        out = x.clone()
+        out[masked] = self.mask_token.to(x.dtype).expand(masked.numel(), -1)
+        return out, masked
+
+
 def _dgi() -> DGI:
     method = DGI(_sage(), _sgd())
     method.corruption = KeyedShuffle(10)  # type: ignore[assignment]
@@ -155,7 +178,7 @@ class _Views(Dataset[tuple[Tensor, ...]]):
         return IMAGES
 
     def __getitem__(self, i: int) -> tuple[Tensor, ...]:
-        return (*(v[i] for v in self.views), torch.tensor(0))
+        return (*(v[i] for v in self.views), torch.tensor(i % 3))
 
 
 class _ImageData(DataModule):
@@ -221,8 +244,8 @@ def _sgd() -> Callable[..., torch.optim.Optimizer]:
     return functools.partial(torch.optim.SGD, lr=0.2, momentum=0.5)
 
 
-def _sage() -> SAGEEncoder:
-    return SAGEEncoder(FEATURES, 8, num_layers=2)
+def _sage(layers: int = 2) -> SAGEEncoder:
+    return SAGEEncoder(FEATURES, 8, num_layers=layers)
 
 
 #: name -> (kind, builder); every builder draws its weights after torch.manual_seed(0)
@@ -253,6 +276,7 @@ BUILDERS: dict[str, tuple[str, Callable[[], SSLMethod]]] = {
         "image",
         lambda: DINO(_TinyBackbone(), _sgd(), 16, 8, 4, momentum=0.9, norm_last_layer=False),
     ),
+    "supervised": ("image", lambda: Supervised(_TinyBackbone(), _sgd(), num_classes=3)),
     "grace_detached": (
         "node",
         lambda: DetachedGRACE(_sage(), _sgd(), KeyedNodeMask(1), KeyedNodeMask(2), 4),
@@ -358,6 +382,39 @@ def test_negatives_gathered_without_gradient_fail_the_equivalence(runs: dict[str
     assert two["losses"][0] == pytest.approx(one["losses"][0], abs=TOL)
     # ... but half the gradient is lost, so the weights part
     assert _max_diff(one["state"], two["state"]) > 1e-4
+
+
+def test_graphmae_losses_depend_on_the_other_seeds_of_their_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Why GraphMAE is refused on several processes: with the same masks and whole sampled
+    neighbourhoods, the seeds' reconstruction errors differ between one batch of 8 seeds and
+    its two halves, as two processes would hold them."""
+    import graphssl.methods.graphmae as graphmae
+
+    recorded: list[Tensor] = []
+
+    def per_row(x_rec: Tensor, x: Tensor, gamma: float = 2.0) -> Tensor:
+        cos = torch.nn.functional.cosine_similarity(x_rec, x, dim=-1)
+        recorded.append((1 - cos).pow(gamma).detach())
+        return recorded[-1].mean()
+
+    monkeypatch.setattr(graphmae, "scaled_cosine_error", per_row)
+    torch.manual_seed(0)
+    method = KeyedGraphMAE(12).double().eval()
+    loader = _node_data().neighbor_loader([-1, -1], 8, shuffle=False)
+    seeds = torch.arange(8)
+    errors = []
+    for parts in ([seeds], [seeds[:4], seeds[4:]]):
+        recorded.clear()
+        for part in parts:
+            method.calls = 0  # the same mask table for every batch
+            (batch,) = distributed.neighbor_batches(loader, [part])
+            method.loss(batch)
+        errors.append(torch.cat(recorded))
+    whole, halves = errors
+    assert whole.shape == halves.shape and whole.numel() > 0  # the same masked seeds
+    assert (whole - halves).abs().max() > 1e-3
 
 
 def test_gather_rows_without_a_group_is_the_identity() -> None:
@@ -486,12 +543,15 @@ def test_train_task_on_two_processes_logs_one_finished_run(
     from graphssl.tasks.train import train
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    metrics = train(_train_cfg(outputs_dir))
+    # mini-batch extraction: the two processes share the nodes out before their group closes
+    metrics = train(_train_cfg(outputs_dir, "eval.extraction.mode=mini_batch"))
     assert metrics["dist/world_size"] == 2.0 and metrics["train/epochs"] == 2.0
     run = _only_run(outputs_dir)
     assert run.info.status == "FINISHED"
     assert run.data.metrics["dist/world_size"] == 2.0
     assert run.data.tags["dist/backend"] == "gloo"
+    assert run.data.tags["extract/mode"] == "mini_batch"
+    assert run.data.tags["extract/ranks"] == "2"
     assert run.data.params["trainer.devices"] == "2"
     assert any(k.startswith("probe/") for k in run.data.metrics)
 
@@ -542,8 +602,9 @@ def test_sigterm_stops_every_rank_after_the_same_epoch_and_kills_the_run(
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     cfg = _train_cfg(outputs_dir, f"model._target_={__name__}.TerminatedGRACE", "trainer.epochs=5")
-    # rank 0 decides: the spawned rank ignores its SIGTERM and stops with rank 0 after epoch 0
-    with pytest.raises(TrainingInterrupted, match="SIGTERM: training stopped after epoch 0"):
+    # rank 0 decides: the spawned rank ignores its SIGTERM and stops with rank 0 after the first
+    # epoch (messages count epochs from 1)
+    with pytest.raises(TrainingInterrupted, match="SIGTERM: training stopped after epoch 1"):
         train(cfg)
     run = _only_run(outputs_dir)
     assert run.info.status == "KILLED"
@@ -563,7 +624,7 @@ def test_an_interrupted_multi_process_run_resumes_from_rank_0s_checkpoint(
         "trainer.epochs=3",
         "trainer.checkpoint_every=1",
     )
-    with pytest.raises(TrainingInterrupted, match="after epoch 0; checkpoint written"):
+    with pytest.raises(TrainingInterrupted, match="after epoch 1; checkpoint written"):
         train(_train_cfg(outputs_dir, *overrides))
     killed = _only_run(outputs_dir)
     assert killed.info.status == "KILLED"
@@ -577,22 +638,73 @@ def test_an_interrupted_multi_process_run_resumes_from_rank_0s_checkpoint(
     assert metrics["train/epochs"] == 3.0 and metrics["dist/world_size"] == 2.0
 
 
-def test_configs_that_cannot_run_on_several_processes_are_refused(outputs_dir: Path) -> None:
+#: the scheduler variables a test of the config checks clears, so that it runs as one process
+SCHEDULER_VARS = (
+    "SLURM_PROCID",
+    "SLURM_STEP_ID",
+    "SLURM_STEPID",
+    "SUBMITIT_LOCAL_GLOBALID",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
+
+
+def test_configs_that_cannot_run_on_several_processes_are_refused(
+    outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from graphssl.tasks.components import prepare_train_config
     from graphssl.tasks.validate import ConfigError
 
+    for var in SCHEDULER_VARS:
+        monkeypatch.delenv(var, raising=False)
     full_batch = _train_cfg(outputs_dir, "trainer.mini_batch=false")
     with pytest.raises(ConfigError, match=r"trainer\.devices=2.*trainer\.mini_batch=true"):
         prepare_train_config(full_batch)
     walks = _train_cfg(outputs_dir, model="deepwalk")
     with pytest.raises(ConfigError, match=r"DeepWalk.*random walks.*trainer\.devices=1"):
         prepare_train_config(walks)
-    inexact = _train_cfg(outputs_dir, model="graphmae")
-    with pytest.raises(ConfigError, match=r"GraphMAE's loss has not been made exact"):
+    inexact = _train_cfg(outputs_dir, model="afgrl")
+    with pytest.raises(
+        ConfigError, match=r"AFGRL does not train on several processes: its positives are"
+    ):
         prepare_train_config(inexact)
-    with pytest.raises(ConfigError, match=r"trainer\.num_nodes=2.*expected trainer\.num_nodes=1"):
+    # several machines: one rank per task of a SLURM step, which this process is not
+    with pytest.raises(
+        ConfigError,
+        match=r"trainer\.num_nodes=2 trains one model on 2 machines.*not a task of such a step"
+        r".*hydra\.launcher\.nodes=2 hydra\.launcher\.tasks_per_node=2",
+    ):
         prepare_train_config(_train_cfg(outputs_dir, "trainer.num_nodes=2"))
+    mae = _train_cfg(outputs_dir, model="graphmae")
+    with pytest.raises(ConfigError, match=r"GraphMAE does not train.*reconstruction reads"):
+        prepare_train_config(mae)
     assert prepare_train_config(_train_cfg(outputs_dir)).trainer.devices == 2
+
+
+def test_a_job_step_whose_tasks_do_not_match_the_ranks_is_refused(
+    outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphssl.tasks.components import prepare_train_config
+    from graphssl.tasks.validate import ConfigError
+
+    for var in SCHEDULER_VARS:
+        monkeypatch.delenv(var, raising=False)
+    step = {"SLURM_PROCID": "0", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "3", "SLURM_JOB_ID": "7"}
+    for key, value in step.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("SLURM_STEP_NUM_TASKS", raising=False)
+    with pytest.raises(
+        ConfigError,
+        match=r"SLURM job step runs 3 tasks, but trainer\.devices=2 x trainer\.num_nodes=1 = 2"
+        r".*hydra\.launcher\.nodes=1 hydra\.launcher\.tasks_per_node=2",
+    ):
+        prepare_train_config(_train_cfg(outputs_dir))
+    # a step of several tasks running one-process jobs would train one model per task
+    with pytest.raises(ConfigError, match=r"runs 3 tasks, but trainer\.devices=1"):
+        prepare_train_config(_train_cfg(outputs_dir, "trainer.devices=1"))
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    cfg = prepare_train_config(_train_cfg(outputs_dir, "trainer.num_nodes=2"))
+    assert cfg.trainer.num_nodes == 2
 
 
 def test_spawned_ranks_never_import_the_tracking_store() -> None:
