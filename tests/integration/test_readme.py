@@ -234,6 +234,22 @@ def test_shown_command_composes(
                 y=ring % 2,
             )
 
+    # a command for several machines runs as task 0 of a SLURM job step: its environment
+    settings = dict(w.split("=", 1) for w in overrides if w.startswith("trainer."))
+    nodes = int(settings.get("trainer.num_nodes", 1))
+    if nodes > 1:
+        tasks = nodes * int(settings.get("trainer.devices", 1))
+        for key, value in {
+            "SLURM_JOB_ID": "4242",
+            "SLURM_STEP_ID": "0",
+            "SLURM_PROCID": "0",
+            "SLURM_LOCALID": "0",
+            "SLURM_NODEID": "0",
+            "SLURM_NTASKS": str(tasks),
+            "SLURM_STEP_NODELIST": f"node[1-{nodes}]",
+        }.items():
+            monkeypatch.setenv(key, value)
+
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)  # ${hydra:...} resolves as in a run
