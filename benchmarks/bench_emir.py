@@ -36,6 +36,13 @@ Usage::
     python benchmarks/bench_emir.py --allocator system  # the full run under glibc's defaults
     python benchmarks/bench_emir.py --flops           # the matrix products' floor
     python benchmarks/bench_emir.py --profile 9 --n-rows 3000 --epochs 2  # one column, by op
+    python benchmarks/bench_emir.py --peer /work/peers/emir  # against the authors' code
+
+``--peer PATH`` runs the authors' KNIFE code (the folder that contains their ``emir`` package,
+imported from there at run time) on the same pairs, settings and processes as graphssl's path,
+alternating per target column, and prints both times, their ratio (theirs / ours), the Pearson
+and Spearman correlations of the two ``I_S / d_Z`` matrices and the load average
+(``emir_peer.py``). ``--n-rows`` and ``--max-pairs`` shrink the workload of both alike.
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# tqdm reads its settings from the environment when it is imported: the authors' code (--peer)
+# draws a bar per epoch and per evaluation, which would bury this benchmark's own lines
+os.environ.setdefault("TQDM_DISABLE", "1")
 
 import argparse
 import platform
@@ -51,6 +61,7 @@ import time
 from dataclasses import replace
 
 import torch
+from emir_peer import PeerError, compare_with_peer, load_peer
 
 from graphssl.evaluation.emir import (
     EMIRConfig,
@@ -136,12 +147,24 @@ def main() -> None:
         "wall time, the products' effective rate and torch.profiler's top operators, then stop",
     )
     parser.add_argument(
+        "--peer",
+        default=None,
+        metavar="PATH",
+        help="also run the authors' code from PATH (a folder containing their `emir` package) "
+        "on the same pairs and report the time ratio and the matrices' correlation",
+    )
+    parser.add_argument(
         "--flops",
         action="store_true",
         help="print the matrix's multiply-add count and the time its products alone take "
         "(one thread, the output layer's three products at the widest target), then stop",
     )
     args = parser.parse_args()
+    if args.peer is not None:
+        try:
+            load_peer(args.peer)  # a wrong PATH fails here, before any fitting
+        except PeerError as exc:
+            parser.error(str(exc))
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
@@ -188,6 +211,10 @@ def main() -> None:
         f"{platform.processor() or platform.machine()}, load avg at start "
         f"{load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}"
     )
+
+    if args.peer is not None:
+        compare_with_peer(embeddings, config, pairs, args.peer, config.n_jobs, args.threads)
+        return
 
     warm = make_embeddings(256, [8, 8], seed=args.seed)  # one-time library/kernel start-up
     information_sufficiency(warm["emb0_d8"], warm["emb1_d8"], config)
@@ -281,10 +308,9 @@ def run_parallel(embeddings: dict[str, torch.Tensor], config: EMIRConfig, n_pair
         f"{mean:.2f} s, min {min(pair_times):.2f} s, max {max(pair_times):.2f} s; "
         f"wall time per pair: {total / n_pairs:.2f} s"
     )
-    print(
-        f"total for all {n_pairs} pairs (measured): {total / 60:.2f} min wall "
-        f"(target <= 3 min): ratio to target {total / 180:.3f}"
-    )
+    # no wall-clock target: the training products alone take about 2.2 min on 2 cores; the
+    # target is the speed-up over the authors' code on the same matrix (--peer)
+    print(f"total for all {n_pairs} pairs (measured): {total / 60:.2f} min wall")
 
 
 def product_floor(dims: list[int], n_fit: int, config: EMIRConfig) -> None:
