@@ -228,7 +228,10 @@ def test_every_task_composes_on_the_shared_groups(task: str) -> None:
 
 
 def test_the_ranks_launcher_asks_slurm_for_one_task_per_rank() -> None:
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    pytest.importorskip(
+        "hydra_plugins.hydra_submitit_launcher",
+        reason="hydra-submitit-launcher not installed (make install, the dev extra has it)",
+    )
     cfg = compose_with(
         "hydra/launcher=submitit_slurm_ranks", "trainer.devices=4", "trainer.num_nodes=3"
     )

@@ -99,7 +99,10 @@ def test_debug_fast_limits_a_sweep_presets_trials_and_epochs() -> None:
 def test_debug_fast_sweep_preset_runs_two_trials_of_one_epoch(tasks) -> None:
     """Hydra's own multirun (the Optuna sweeper and the sweep callback, as ``graphssl -m
     experiment=bgrl_search debug=fast`` runs them) with a task that only records its config."""
-    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="hydra-optuna-sweeper")
+    pytest.importorskip(
+        "hydra_plugins.hydra_optuna_sweeper",
+        reason="hydra-optuna-sweeper not installed (make install, the dev extra has it)",
+    )
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
 

@@ -43,7 +43,10 @@ def _fit(compiled: bool, method: str = "dgi"):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(compile_problem(torch.device("cpu")) is not None, reason="no torch.compile")
+@pytest.mark.skipif(
+    compile_problem(torch.device("cpu")) is not None,
+    reason="torch.compile cannot run here (no C++ compiler on PATH); install g++ to run it",
+)
 @pytest.mark.parametrize("method", ["dgi", "grace"])
 def test_compiled_training_gives_the_eager_losses(method: str) -> None:
     eager, eager_model = _fit(False, method)
