@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -174,6 +175,100 @@ class InProcess:
 
     def statuses(self, experiment: str = "graphssl", db: Path | None = None) -> list[str]:
         return [r.info.status for r in self.runs(experiment, db)]
+
+
+class Commands:
+    """The ``graphssl*`` console commands run in this process, as a user's shell would run them.
+
+    ``run("graphssl", "model=grace", ...)`` calls the console script's entry (``--version``,
+    Hydra's command-line parsing and config checks, the task, graphssl's one-paragraph errors
+    and exit codes) with ``sys.argv``, the environment and the working folder set for the call,
+    and returns what :func:`subprocess.run` would: exit code, stdout and stderr. Everything the
+    command changes in the process (environment, folder, signal handlers, logging, warning
+    filters, torch threads) is put back afterwards. A process is started only where the process
+    is the point: signals, kills, ports, launchers and servers.
+    """
+
+    ENTRIES: ClassVar[dict[str, str]] = {
+        "graphssl": "main",
+        "graphssl-evaluate": "evaluate_main",
+        "graphssl-compare": "compare_main",
+        "graphssl-report": "report_main",
+        "graphssl-stability": "stability_main",
+    }
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.env = env
+        self.cwd = cwd
+
+    def run(
+        self, prog: str, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        import contextlib
+        import io
+        import logging
+        import signal
+        import traceback
+        import warnings
+
+        import torch
+
+        import graphssl.cli
+
+        entry = getattr(graphssl.cli, self.ENTRIES[prog])
+        saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+        saved_signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        loggers = [
+            logging.getLogger(),
+            *map(logging.getLogger, list(logging.root.manager.loggerDict)),
+        ]
+        saved_logging = [
+            (lg, lg.level, lg.handlers[:], lg.disabled, lg.propagate) for lg in loggers
+        ]
+        saved_threads = torch.get_num_threads()
+        out, err = io.StringIO(), io.StringIO()
+        code: int = 0
+        try:
+            os.environ.clear()
+            os.environ.update(self.env if env is None else env)
+            os.chdir(cwd or self.cwd)
+            sys.argv = [prog, *args]
+            with (
+                warnings.catch_warnings(),
+                contextlib.redirect_stdout(out),
+                contextlib.redirect_stderr(err),
+            ):
+                try:
+                    entry()
+                except SystemExit as stop:
+                    if isinstance(stop.code, int) or stop.code is None:
+                        code = stop.code or 0
+                    else:  # sys.exit("message"): printed, exit code 1
+                        print(stop.code, file=sys.stderr)
+                        code = 1
+                except BaseException:  # what the interpreter would print before exiting 1
+                    traceback.print_exc(file=sys.stderr)
+                    code = 1
+        finally:
+            os.environ.clear()
+            os.environ.update(saved_env)
+            os.chdir(saved_cwd)
+            sys.argv = saved_argv
+            for s, handler in saved_signals.items():
+                signal.signal(s, handler)
+            for lg, level, handlers, disabled, propagate in saved_logging:
+                lg.setLevel(level)
+                lg.handlers[:] = handlers
+                lg.disabled, lg.propagate = disabled, propagate
+            torch.set_num_threads(saved_threads)
+        return subprocess.CompletedProcess([prog, *args], code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def commands(cli_env: dict[str, str], tmp_path: Path) -> Commands:
+    """The console commands in-process, in ``cli_env`` (``GRAPHSSL_OUTPUTS=outputs_dir``) and
+    ``tmp_path`` as the working folder (:class:`Commands`)."""
+    return Commands(cli_env, tmp_path)
 
 
 @pytest.fixture

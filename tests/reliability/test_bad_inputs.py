@@ -1,10 +1,12 @@
 """The bad-input table of docs/reliability.md: each input gives a one-paragraph error naming the
-value and what was expected, exits non-zero, and leaves no MLflow run marked FINISHED."""
+value and what was expected, exits non-zero, and leaves no MLflow run marked FINISHED.
+
+The commands run in this process (the ``commands`` fixture): what is tested is what the command
+prints, its exit code and what it leaves in the store, not the interpreter around it."""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,10 +19,6 @@ from graphssl.evaluation.logreg_probe import LogRegProbe
 from graphssl.evaluation.runner import run_probes
 
 FAST = ["dataset=sbm", "trainer.epochs=2", "eval.figures=false", "logger.log_embeddings=false"]
-
-
-def cli(cmd, env, *args, timeout=300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def statuses(outputs: Path) -> list[str]:
@@ -39,41 +37,36 @@ def assert_clean_failure(res, outputs: Path, *needles: str) -> None:
     assert "FINISHED" not in statuses(outputs)
 
 
-@pytest.mark.slow
-def test_unknown_config_option(graphssl_cmd, cli_env, outputs_dir) -> None:
-    res = cli(graphssl_cmd, cli_env, "model=dgii")
+def test_unknown_config_option(commands, cli_env, outputs_dir) -> None:
+    res = commands.run("graphssl", "model=dgii")
     assert_clean_failure(
         res, outputs_dir, "Could not find 'model/dgii'", "Available options in 'model'"
     )
 
 
-@pytest.mark.slow
-def test_unknown_key(graphssl_cmd, cli_env, outputs_dir) -> None:
-    res = cli(graphssl_cmd, cli_env, "trainer.epochz=3")
+def test_unknown_key(commands, cli_env, outputs_dir) -> None:
+    res = commands.run("graphssl", "trainer.epochz=3")
     assert_clean_failure(res, outputs_dir, "trainer.epochz")
 
 
-@pytest.mark.slow
-def test_wrong_value_type(graphssl_cmd, cli_env, outputs_dir) -> None:
-    res = cli(graphssl_cmd, cli_env, *FAST, "trainer.epochs=abc")
+def test_wrong_value_type(commands, cli_env, outputs_dir) -> None:
+    res = commands.run("graphssl", *FAST, "trainer.epochs=abc")
     assert_clean_failure(res, outputs_dir, "trainer.epochs must be an integer, got 'abc'")
     assert "Traceback" not in res.stderr
     assert statuses(outputs_dir) == []  # refused before the run is opened
 
 
-@pytest.mark.slow
-def test_dataset_folder_missing(graphssl_cmd, cli_env, outputs_dir, tmp_path) -> None:
+def test_dataset_folder_missing(commands, cli_env, outputs_dir, tmp_path) -> None:
     env = dict(cli_env, GRAPHSSL_DATA_DIR=str(tmp_path / "missing"))
     # Cora loads the copy packaged with graphssl; CiteSeer has none
-    res = cli(graphssl_cmd, env, "dataset=citeseer", "trainer.epochs=1")
+    res = commands.run("graphssl", "dataset=citeseer", "trainer.epochs=1", env=env)
     assert_clean_failure(
         res, outputs_dir, "dataset 'CiteSeer'", str(tmp_path / "missing"), "ind.citeseer.x"
     )
     assert statuses(outputs_dir) == []  # the data is loaded before the run is opened
 
 
-@pytest.mark.slow
-def test_corrupt_raw_file(graphssl_cmd, cli_env, outputs_dir, tmp_path, data_dir) -> None:
+def test_corrupt_raw_file(commands, cli_env, outputs_dir, tmp_path, data_dir) -> None:
     root = tmp_path / "data"
     # only the raw files: a processed/ folder an earlier run left must not decide the result
     shutil.copytree(
@@ -84,16 +77,15 @@ def test_corrupt_raw_file(graphssl_cmd, cli_env, outputs_dir, tmp_path, data_dir
     allx = root / "Planetoid" / "Cora" / "raw" / "ind.cora.allx"
     allx.write_bytes(allx.read_bytes()[:1000])  # truncated download
     env = dict(cli_env, GRAPHSSL_DATA_DIR=str(root))
-    res = cli(graphssl_cmd, env, "trainer.epochs=1")
+    res = commands.run("graphssl", "trainer.epochs=1", env=env)
     assert_clean_failure(
         res, outputs_dir, "DatasetCorruptError", "dataset 'Cora'", "could not read its raw files"
     )
 
 
-@pytest.mark.slow
-def test_k_larger_than_training_set(graphssl_cmd, cli_env, outputs_dir) -> None:
+def test_k_larger_than_training_set(commands, cli_env, outputs_dir) -> None:
     """Recovered from before training: k becomes the training split's size, with a warning."""
-    res = cli(graphssl_cmd, cli_env, *FAST, "eval.probes.knn.k=5000")
+    res = commands.run("graphssl", *FAST, "eval.probes.knn.k=5000")
     assert res.returncode == 0, res.stderr[-2000:]
     shown = res.stdout + res.stderr  # the warning is a log line (Hydra's console log is stdout)
     assert "eval.probes.knn.k=5000 is larger than the training split of" in shown
@@ -101,37 +93,33 @@ def test_k_larger_than_training_set(graphssl_cmd, cli_env, outputs_dir) -> None:
     assert statuses(outputs_dir) == ["FINISHED"]
 
 
-@pytest.mark.slow
-def test_empty_split(graphssl_cmd, cli_env, outputs_dir) -> None:
-    res = cli(graphssl_cmd, cli_env, *FAST, "dataset.val_frac=0.0")
+def test_empty_split(commands, cli_env, outputs_dir) -> None:
+    res = commands.run("graphssl", *FAST, "dataset.val_frac=0.0")
     assert_clean_failure(res, outputs_dir, "split is empty")
     assert statuses(outputs_dir) == ["FAILED"]
 
 
-@pytest.mark.slow
-def test_selection_on_an_unconfigured_probe(graphssl_cmd, cli_env, outputs_dir) -> None:
-    res = cli(
-        graphssl_cmd, cli_env, *FAST, "callbacks.selection.every=1", "callbacks.selection.probe=svm"
+def test_selection_on_an_unconfigured_probe(commands, cli_env, outputs_dir) -> None:
+    res = commands.run(
+        "graphssl", *FAST, "callbacks.selection.every=1", "callbacks.selection.probe=svm"
     )
     assert_clean_failure(res, outputs_dir, "callbacks.selection.probe='svm'", "['knn', 'logreg']")
 
 
-@pytest.mark.slow
-def test_unwritable_output_folder(graphssl_cmd, cli_env, tmp_path) -> None:
+def test_unwritable_output_folder(commands, cli_env, tmp_path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     env = dict(cli_env, GRAPHSSL_OUTPUTS=str(blocker / "outputs"))
-    res = cli(graphssl_cmd, env, *FAST)
+    res = commands.run("graphssl", *FAST, env=env)
     assert res.returncode != 0
     assert str(blocker) in res.stderr
 
 
-@pytest.mark.slow
-def test_unreachable_tracking_server(graphssl_cmd, cli_env, outputs_dir) -> None:
+def test_unreachable_tracking_server(commands, cli_env, outputs_dir) -> None:
     env = dict(cli_env, MLFLOW_TRACKING_URI="http://127.0.0.1:9", no_proxy="*")
     # the default logger.store_wait_s (120 s): a server that never answered is refused at the
     # first contact, without MLflow's HTTP retries (the retries of an outage: test_store_faults)
-    res = cli(graphssl_cmd, env, *FAST, timeout=240)
+    res = commands.run("graphssl", *FAST, env=env)
     assert_clean_failure(res, outputs_dir, "http://127.0.0.1:9", "unreachable")
     assert "Retrying" not in res.stderr and "urllib3" not in res.stderr
 
