@@ -7,6 +7,7 @@ folder (graphssl/tracking/sweep.py). Each test skips when its plugin (an optiona
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 from pathlib import Path
 
@@ -53,7 +54,9 @@ def assert_all_finished(parent, children, n: int) -> None:
     assert parent.data.tags["children_finished"] == str(n)
 
 
-def test_joblib_four_jobs_on_two_workers(graphssl_cmd, cli_env, outputs_dir, tmp_path) -> None:
+def test_joblib_four_jobs_on_two_workers(
+    graphssl_cmd, cli_env, commands, outputs_dir, tmp_path
+) -> None:
     pytest.importorskip(
         "hydra_plugins.hydra_joblib_launcher",
         reason="hydra-joblib-launcher not installed (pip install -e '.[joblib]')",
@@ -77,6 +80,25 @@ def test_joblib_four_jobs_on_two_workers(graphssl_cmd, cli_env, outputs_dir, tmp
         for r in children
     }
     assert combos == {("DGI", "2"), ("DGI", "3"), ("GRACE", "2"), ("GRACE", "3")}
+    # every job, joblib workers included, leaves the config pickle Hydra's --experimental-rerun
+    # reads (the workers' launcher node is typed by a class pickle cannot find by name)
+    assert "PicklingError" not in res.stderr and "SaveJobConfig" not in res.stderr
+    sweep_dir = Path(parent.data.tags["graphssl.sweep_dir"])
+    pickles = sorted(sweep_dir.glob("[0-9]/.hydra/config.pickle"))
+    assert len(pickles) == 4 and all(p.stat().st_size > 0 for p in pickles)
+    job0 = pickle.loads(pickles[0].read_bytes())
+    assert (job0.model._target_.rsplit(".", 1)[-1], job0.trainer.epochs) == ("DGI", 2)
+    rerun = commands.run("graphssl", "--experimental-rerun", str(pickles[0]))
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{outputs_dir / 'mlflow.db'}")
+    again = [
+        r
+        for r in client.search_runs([parent.info.experiment_id], max_results=100)
+        if r.info.run_id not in {c.info.run_id for c in children} | {parent.info.run_id}
+    ]
+    assert [r.info.status for r in again] == ["FINISHED"]
+    assert again[0].data.params["trainer.epochs"] == "2"
+    assert again[0].data.params["model._target_"] == job0.model._target_
 
 
 def test_submitit_local_two_jobs(graphssl_cmd, cli_env, outputs_dir, tmp_path) -> None:
@@ -99,15 +121,17 @@ def test_submitit_local_two_jobs(graphssl_cmd, cli_env, outputs_dir, tmp_path) -
     assert (sweep_dir / ".submitit").is_dir(), "the jobs did not go through submitit"
 
 
-def test_optuna_search_three_trials(graphssl_cmd, cli_env, outputs_dir, tmp_path) -> None:
+def test_optuna_search_three_trials(commands, outputs_dir) -> None:
+    # the sweeper runs its trials through the basic launcher, one after another in the
+    # command's process: the command runs in this one
     pytest.importorskip(
         "hydra_plugins.hydra_optuna_sweeper",
         reason="hydra-optuna-sweeper not installed (pip install -e '.[optuna]')",
     )
-    res = run_sweep(
-        graphssl_cmd,
-        cli_env,
-        tmp_path,
+    res = commands.run(
+        "graphssl",
+        "-m",
+        *FAST,
         "experiment=optuna_search",
         "trainer.epochs=2",
         "hydra.sweeper.n_trials=3",

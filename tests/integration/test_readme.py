@@ -12,7 +12,8 @@ after a ``<!-- quick -->`` line is run here:
   errors).
 
 Every command runs in a temporary folder, against a temporary outputs folder
-(``GRAPHSSL_OUTPUTS``) whose MLflow stores are already migrated.
+(``GRAPHSSL_OUTPUTS``) whose MLflow stores are already migrated. A plain ``graphssl* <args>``
+command runs its console entry in this process, as the shell would run it; the rest runs in bash.
 
 Every other ``graphssl`` command the documents show (in ``bash`` blocks, one that needs no
 placeholder such as ``<run id>`` or ``$SWEEP``) composes here, in this process, as the CLI would
@@ -30,6 +31,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +53,7 @@ def quick_blocks(text: str) -> list[tuple[int, str, str]]:
     return [(text[: m.start()].count("\n") + 1, m[1], m[2]) for m in pattern.finditer(text)]
 
 
-def commands(body: str) -> list[str]:
+def block_commands(body: str) -> list[str]:
     """The commands of a bash block: continuation lines joined, comment lines dropped."""
     joined = re.sub(r"\\\n\s*", " ", body)
     return [
@@ -109,6 +111,19 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
     )
 
 
+def _run_shown(
+    command: str, env: dict[str, str], cwd: Path, commands: Any
+) -> subprocess.CompletedProcess[str]:
+    """A shown command: a plain ``graphssl* <args>`` runs its console entry in this process
+    (the ``commands`` fixture), anything that needs a shell (pipes, redirections, variables,
+    ``python``, ``--help``) runs in bash with the shims on PATH."""
+    line = shell(command)
+    argv = shlex.split(line, comments=True) if not re.search(r"[|&;<>$`]", line) else []
+    if argv and argv[0] in SCRIPTS and not {"--help", "-h"} & set(argv):
+        return commands.run(argv[0], *argv[1:], env=env, cwd=cwd)
+    return _run(["bash", "-c", line], env, cwd)
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.parametrize(
@@ -122,6 +137,7 @@ def test_quick_block_runs_as_shown(
     shim_env: dict[str, str],
     data_dir: Path,
     tmp_path: Path,
+    commands: Any,
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -132,14 +148,14 @@ def test_quick_block_runs_as_shown(
         assert res.returncode == 0, f"{doc} line {line}:\n{res.stderr[-3000:]}"
         return
     if lang == "bash":
-        for command in commands(body):
-            res = _run(["bash", "-c", shell(command)], shim_env, work)
+        for command in block_commands(body):
+            res = _run_shown(command, shim_env, work, commands)
             assert res.returncode == 0, f"{doc} line {line}: {command}\n{res.stderr[-3000:]}"
         return
     assert lang == "console", lang
     for chunk in re.split(r"^\$ ", body, flags=re.M)[1:]:
         command, *expected = chunk.splitlines()
-        res = _run(["bash", "-c", shell(command)], shim_env, work)
+        res = _run_shown(command, shim_env, work, commands)
         printed = " ".join((res.stdout + res.stderr).split())
         for want in filter(None, (" ".join(e.split()) for e in expected)):
             pieces = [p.strip() for p in want.split("...") if p.strip()]
@@ -171,7 +187,7 @@ def shown_commands() -> list[tuple[str, str, list[str]]]:
         for m in FENCE.finditer(doc.read_text()):
             if m[1] != "bash":
                 continue
-            for command in commands(m[2]):
+            for command in block_commands(m[2]):
                 if any(mark in command for mark in ("<", "$", "--experimental-rerun")):
                     continue
                 words = shlex.split(shell(command), comments=True)

@@ -7,10 +7,12 @@ is counted in the database itself (psycopg2 on MLflow's ``runs``, ``tags``, ``pa
 ``metrics`` tables) and in the server's artifact store: every run, every point and every file,
 none twice.
 
-``run_two_sweeps`` takes a ``during`` callable that runs while the jobs log: the second test
-stops the server in the middle of the sweeps and starts it again. Jobs buffer their metric
-points on disk (``metrics.jsonl`` beside the checkpoint) and retry run creation, params and
-files with backoff, so the same counts hold: nothing lost, nothing twice.
+``run_two_sweeps`` takes a ``during`` callable that runs while the jobs log: the test stops the
+server in the middle of the sweeps and starts it again. Jobs buffer their metric points on disk
+(``metrics.jsonl`` beside the checkpoint) and retry run creation, params and files with backoff,
+so the counts of a server that never went away hold: nothing lost, nothing twice. (The same eight
+jobs against a server that stays up are a subset of this test: every job starts and logs its
+first points concurrently before the server goes away.)
 """
 
 from __future__ import annotations
@@ -91,34 +93,6 @@ def query(dsn: str, sql: str, *args: object) -> list[tuple]:
             return list(cur.fetchall())
     finally:
         conn.close()
-
-
-def test_team_server_takes_eight_concurrent_jobs(
-    postgres_uri, free_port, graphssl_cmd, cli_env, tmp_path
-) -> None:
-    pytest.importorskip(
-        "hydra_plugins.hydra_joblib_launcher",
-        reason="hydra-joblib-launcher not installed (pip install -e '.[joblib]')",
-    )
-    pytest.importorskip(
-        "hydra_plugins.hydra_submitit_launcher",
-        reason="hydra-submitit-launcher not installed (pip install -e '.[submitit]')",
-    )
-    dsn = postgres_uri.replace("postgresql+psycopg2://", "postgresql://")
-    artifacts = tmp_path / "mlartifacts"
-    server = MlflowServer(
-        postgres_uri, str(artifacts), port=free_port(), log_path=tmp_path / "mlflow-server.log"
-    )
-    with server.start(timeout=240):
-        env = dict(cli_env, MLFLOW_TRACKING_URI=server.url)
-        results = run_two_sweeps(graphssl_cmd, env, tmp_path)
-        for name, res in results.items():
-            assert res.returncode == 0, f"{name} sweep failed:\n{res.stderr[-3000:]}"
-        client = MlflowClient(tracking_uri=server.url)
-        exp = client.get_experiment_by_name("graphssl")
-        assert exp is not None
-        api_runs = {r.info.run_id: r for r in client.search_runs([exp.experiment_id])}
-    assert_everything_arrived(dsn, api_runs, artifacts)
 
 
 def test_team_server_restarted_mid_sweep(

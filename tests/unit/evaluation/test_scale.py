@@ -180,36 +180,60 @@ def _run_stage(stage: str, x: Tensor, y: Tensor, train: Tensor, val: Tensor, tes
     return run_probes(x, y, [split], {"knn": KNNProbe(k=5)}, max_rows=500)
 
 
-def _measure(stage: str) -> None:
-    """Print ``<peak extra bytes> <input bytes>`` of one stage, run in this (fresh) process."""
+STAGES = ["logreg", "ridge", "knn", "diagnostics", "spectrum_figure", "run_probes_capped"]
+
+
+def _measure(stages: list[str]) -> None:
+    """Print ``<stage> <peak extra bytes> <input bytes>`` per stage, each stage in a child forked
+    from this fresh process after the imports and the input: a process of its own per stage, as
+    the peak is that of the process, without an interpreter start per stage."""
+    import os
     import warnings
 
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
     x, y, train, val, test = _big()
-    _run_stage(stage, x, y, train, val, test)  # warm up (imports, allocator pools)
-    extra = _peak_extra_bytes(lambda: _run_stage(stage, x, y, train, val, test))
-    print(extra, x.numel() * x.element_size())
+    for stage in stages:
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _run_stage(stage, x, y, train, val, test)  # warm up (imports, allocator pools)
+                extra = _peak_extra_bytes(lambda s=stage: _run_stage(s, x, y, train, val, test))
+                print(stage, extra, x.numel() * x.element_size(), flush=True)
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise SystemExit(f"stage {stage}: the measuring child failed ({status})")
 
 
-@pytest.mark.slow  # a fresh interpreter per stage
-@pytest.mark.skipif(
-    not Path("/proc/self/clear_refs").exists(), reason="needs Linux's resettable peak RSS"
-)
-@pytest.mark.parametrize(
-    "stage", ["logreg", "ridge", "knn", "diagnostics", "spectrum_figure", "run_probes_capped"]
-)
-def test_float32_evaluation_never_copies_the_matrix_to_float64(stage: str) -> None:
-    # a fresh process: the peak is that of the process, and threads or memory left by other
-    # tests of this session would count in it
+@pytest.fixture(scope="module")
+def float32_peaks() -> dict[str, tuple[int, int]]:
+    """Every stage's peak in one fresh process: the peak is that of the process, and threads or
+    memory left by other tests of this session would count in it."""
     code = (
         f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-        f"import test_scale; test_scale._measure({stage!r})"
+        f"import test_scale; test_scale._measure({STAGES!r})"
     )
     res = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False
     )
     assert res.returncode == 0, res.stderr[-3000:]
-    extra, input_bytes = map(int, res.stdout.split()[-2:])
+    rows = [line.split() for line in res.stdout.splitlines()]
+    return {r[0]: (int(r[1]), int(r[2])) for r in rows if len(r) == 3 and r[0] in STAGES}
+
+
+@pytest.mark.slow  # one fresh interpreter for the six stages
+@pytest.mark.skipif(
+    not Path("/proc/self/clear_refs").exists(), reason="needs Linux's resettable peak RSS"
+)
+@pytest.mark.parametrize("stage", STAGES)
+def test_float32_evaluation_never_copies_the_matrix_to_float64(
+    stage: str, float32_peaks: dict[str, tuple[int, int]]
+) -> None:
+    extra, input_bytes = float32_peaks[stage]
     # a float64 copy alone would be twice the input; one float32 working copy (centring) fits
     assert extra < 1.5 * input_bytes, f"{stage}: peak +{extra / 2**20:.0f} MiB"
