@@ -109,7 +109,10 @@ chmod +x "$DIR/bin/sacct"
 export SLURM_CONF="$DIR/slurm.conf"
 # -i: ignore saved state from an earlier start (fresh cluster every time)
 slurmctld -i
-slurmd -N "$NODE"
+# the cluster shares the machine's cores with the test session that started it: its jobs
+# (PropagatePrioProcess=0, the default: they inherit slurmd's priority) run at a lower priority,
+# so a job left training into its time limit does not slow the tests running beside it
+nice -n 10 slurmd -N "$NODE"
 
 # wait until the node accepts jobs
 for _ in $(seq 150); do

@@ -1,5 +1,6 @@
-"""The CLI end to end: help, a user error without a traceback, a real run (and Hydra's
-``--experimental-rerun`` of it) and a 2×2 multirun in subprocesses (the CLI smoke tests);
+"""The CLI end to end: help, a real run (and Hydra's ``--experimental-rerun`` of it) and a 2×2
+multirun in subprocesses (the CLI smoke tests); a user error without a traceback and the default
+run without a data folder through the console entry in-process (the ``commands`` fixture);
 typos, missing data and model selection with the train task in-process (the ``tasks``
 fixture)."""
 
@@ -86,20 +87,17 @@ def test_missing_data_folder_fails_fast(tasks, tmp_path, monkeypatch) -> None:
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_default_run_works_without_a_data_folder(
-    graphssl_cmd, cli_env, tmp_path, outputs_dir
-) -> None:
+def test_default_run_works_without_a_data_folder(commands, cli_env, tmp_path, outputs_dir) -> None:
     """A fresh clone, offline, no data folder: `make run` (DGI on Cora) trains on the copy of
     Cora packaged with graphssl."""
     env = dict(cli_env, GRAPHSSL_DATA_DIR=str(tmp_path / "nowhere"))
-    res = run_cli(
-        graphssl_cmd,
-        env,
+    res = commands.run(
+        "graphssl",
         "trainer.epochs=1",
         "eval.figures=false",
         "eval.baseline=false",
         "logger.log_embeddings=false",
-        timeout=600,
+        env=env,
     )
     assert res.returncode == 0, res.stderr[-2000:]
     # one warning line (Hydra's console log is stdout)
@@ -111,9 +109,9 @@ def test_default_run_works_without_a_data_folder(
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_failed_run_is_one_paragraph_and_marked_failed(graphssl_cmd, cli_env, outputs_dir) -> None:
+def test_failed_run_is_one_paragraph_and_marked_failed(commands, outputs_dir) -> None:
     """The CLI reports a bad value without a traceback, and the run is marked FAILED."""
-    res = run_cli(graphssl_cmd, cli_env, "dataset=sbm", "trainer.epochs=-3", timeout=120)
+    res = commands.run("graphssl", "dataset=sbm", "trainer.epochs=-3")
     assert res.returncode != 0
     assert "trainer.epochs must be >= 0, got -3" in res.stderr
     assert "Traceback" not in res.stderr, res.stderr[-3000:]

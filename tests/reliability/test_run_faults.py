@@ -52,12 +52,10 @@ def finish(proc: subprocess.Popen[str], timeout: float = 600) -> str:
             proc.communicate()
 
 
-def run_cli(
-    cmd: list[str], env: dict[str, str], cwd: Path, *args: str
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*cmd, *FAST, *DGI, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=600
-    )
+def run_cli(commands, env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """The next start (a resume): the console entry in this process; the process that died
+    before it is the one the test killed."""
+    return commands.run("graphssl", *FAST, *DGI, *args, env=env, cwd=cwd)
 
 
 def assert_each_step_once(client, run_id: str, epochs: int) -> None:
@@ -79,7 +77,7 @@ def wait_journal(outputs: Path, chash: str, step: int, proc, timeout: float = 30
 
 # ------------------------------------------------------------------------------ signals
 def test_sigterm_ends_the_run_killed_with_its_checkpoint(
-    graphssl_cmd, cli_env, outputs_dir, tmp_path
+    graphssl_cmd, commands, cli_env, outputs_dir, tmp_path
 ) -> None:
     args = ("trainer.epochs=300", "trainer.checkpoint_every=1000")
     proc = start(graphssl_cmd, cli_env, tmp_path, *args)
@@ -98,7 +96,7 @@ def test_sigterm_ends_the_run_killed_with_its_checkpoint(
     assert int(state["epoch"]) == max(m.step for m in logged), "the last epoch is checkpointed"
     assert int(state["epoch"]) < 299, "stopped before the end"
     # the next start continues it
-    res = run_cli(graphssl_cmd, cli_env, tmp_path, *args, "resume=true")
+    res = run_cli(commands, cli_env, tmp_path, *args, "resume=true")
     assert res.returncode == 0, res.stderr[-3000:]
     (done,) = all_runs(client)
     assert done.info.run_id == run.info.run_id and done.info.status == "FINISHED"
@@ -106,7 +104,7 @@ def test_sigterm_ends_the_run_killed_with_its_checkpoint(
 
 
 def test_sigkill_between_checkpoints_then_resume_logs_each_step_once(
-    graphssl_cmd, cli_env, outputs_dir, tmp_path
+    graphssl_cmd, commands, cli_env, outputs_dir, tmp_path
 ) -> None:
     """Checkpoints every 75 epochs, points sent every 50, killed after epoch 124: resume
     retrains from the last checkpoint. 1,000 epochs leave the kill far from the end even when
@@ -124,7 +122,7 @@ def test_sigkill_between_checkpoints_then_resume_logs_each_step_once(
     # twice); on a loaded machine the sender may lag behind a later checkpoint instead (resume
     # must then send the journal's unsent points). Either way every step ends up logged once.
     assert sent and int(state["epoch"]) < 999, "killed between checkpoints, before the end"
-    res = run_cli(graphssl_cmd, cli_env, tmp_path, *args, "resume=true")
+    res = run_cli(commands, cli_env, tmp_path, *args, "resume=true")
     assert res.returncode == 0, res.stderr[-3000:]
     (done,) = all_runs(client)
     assert done.info.run_id == run.info.run_id and done.info.status == "FINISHED"
@@ -183,7 +181,9 @@ def test_server_stopped_mid_run_loses_nothing(graphssl_cmd, cli_env, tmp_path, s
     assert_each_step_once(client, run.info.run_id, 1200)
 
 
-def test_server_down_at_the_end_then_resume(graphssl_cmd, cli_env, tmp_path, server) -> None:
+def test_server_down_at_the_end_then_resume(
+    graphssl_cmd, commands, cli_env, tmp_path, server
+) -> None:
     env = dict(cli_env, MLFLOW_TRACKING_URI=server.url)
     outputs = Path(env["GRAPHSSL_OUTPUTS"])
     args = ("trainer.epochs=300", "logger.store_wait_s=3")  # no checkpoint_every
@@ -199,7 +199,7 @@ def test_server_down_at_the_end_then_resume(graphssl_cmd, cli_env, tmp_path, ser
         assert part in stderr, f"{part!r} not in:\n{stderr[-3000:]}"
     restart(server)
     assert client.get_run(run.info.run_id).info.status != "FINISHED"
-    res = run_cli(graphssl_cmd, env, tmp_path, *args, "resume=true")
+    res = run_cli(commands, env, tmp_path, *args, "resume=true")
     assert res.returncode == 0, res.stderr[-3000:]
     done = client.get_run(run.info.run_id)
     assert done.info.status == "FINISHED" and done.data.tags["graphssl.resumed"] == "true"
@@ -243,7 +243,7 @@ def fill(folder: Path) -> Path:
     return filler
 
 
-def test_disk_full_mid_run(graphssl_cmd, cli_env, tmp_path, small_disk) -> None:
+def test_disk_full_mid_run(graphssl_cmd, commands, cli_env, tmp_path, small_disk) -> None:
     env = dict(cli_env, GRAPHSSL_OUTPUTS=str(small_disk))
     args = ("trainer.epochs=400", "trainer.checkpoint_every=20", f"hydra.run.dir={tmp_path}/run")
     proc = start(graphssl_cmd, env, tmp_path, *args)
@@ -262,7 +262,7 @@ def test_disk_full_mid_run(graphssl_cmd, cli_env, tmp_path, small_disk) -> None:
     assert not (small_disk / "checkpoints" / chash / "last.pt.tmp").exists()
     load_checkpoint(small_disk / "checkpoints" / chash / "last.pt", chash)  # intact
     # with space again, the next start continues (resume) or starts clean; never blocked
-    res = run_cli(graphssl_cmd, env, tmp_path, *args, "resume=true")
+    res = run_cli(commands, env, tmp_path, *args, "resume=true")
     assert res.returncode == 0, res.stderr[-3000:]
     statuses = sorted(r.info.status for r in all_runs(client))
     assert "RUNNING" not in statuses and statuses.count("FINISHED") == 1, statuses
