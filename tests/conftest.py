@@ -225,6 +225,9 @@ class Commands:
         saved_logging = [
             (lg, lg.level, lg.handlers[:], lg.disabled, lg.propagate) for lg in loggers
         ]
+        # the console layer's warning hooks: its one-line format, and logging's record of the
+        # hook it replaced (while that is set, captureWarnings(True) does nothing)
+        saved_warning_hooks = (warnings.formatwarning, logging._warnings_showwarning)  # type: ignore[attr-defined]
         saved_threads = torch.get_num_threads()
         out, err = io.StringIO(), io.StringIO()
         code: int = 0
@@ -258,8 +261,11 @@ class Commands:
                 signal.signal(s, handler)
             for lg, level, handlers, disabled, propagate in saved_logging:
                 lg.setLevel(level)
+                for added in set(lg.handlers) - set(handlers):  # e.g. the run folder's cli.log
+                    added.close()
                 lg.handlers[:] = handlers
                 lg.disabled, lg.propagate = disabled, propagate
+            warnings.formatwarning, logging._warnings_showwarning = saved_warning_hooks  # type: ignore[attr-defined]
             torch.set_num_threads(saved_threads)
         return subprocess.CompletedProcess([prog, *args], code, out.getvalue(), err.getvalue())
 

@@ -2,14 +2,14 @@
 
 Runs are created directly with ``MlflowClient`` in the pre-migrated ``outputs_dir`` store, so no
 model is trained: compare gets 4 embedders that are noisy views of one latent (less noise = more
-informative = higher logged accuracy); report gets a sweep with planted correlations.
+informative = higher logged accuracy); report gets a sweep with planted correlations. The tasks
+run in-process; the ``graphssl-report`` command runs in this process too (the ``commands``
+fixture), to see what it prints, its exit code and the run it logs.
 """
 
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -240,19 +240,9 @@ def test_report_recovers_planted_correlations(local_store: Path, tmp_path: Path)
     assert "diag/const" in md and "constant" in md  # NaN cell explained
 
 
-@pytest.mark.slow
-def test_report_cli_logs_a_report_run(local_store: Path, cli_env: dict[str, str]) -> None:
+def test_report_cli_logs_a_report_run(local_store: Path, commands) -> None:
     _planted_sweep(local_store)
-    # the entry point the graphssl-report console script runs (an installed script may predate
-    # the checkout under test)
-    cmd = [sys.executable, "-c", "from graphssl.cli import report_main; report_main()"]
-    res = subprocess.run(
-        [*cmd, "experiment_name=graphssl", "group_by=[]"],
-        env=cli_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    res = commands.run("graphssl-report", "experiment_name=graphssl", "group_by=[]")
     assert res.returncode == 0, res.stderr[-3000:]
     assert "| diag/b | -1.00 |" in res.stdout  # Table 3, one group "all"
     client = _client(local_store)
@@ -451,17 +441,9 @@ def test_an_instantiation_error_is_one_paragraph(tasks, capsys) -> None:
     assert tasks.runs() == []
 
 
-@pytest.mark.slow
-def test_report_cli_names_a_missing_experiment(local_store: Path, cli_env) -> None:
-    """``graphssl-report experiment_name=<missing>`` as a process: one paragraph, exit 1."""
-    cmd = [sys.executable, "-c", "from graphssl.cli import report_main; report_main()"]
-    res = subprocess.run(
-        [*cmd, "experiment_name=sparsification"],
-        env=cli_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_report_cli_names_a_missing_experiment(local_store: Path, commands) -> None:
+    """``graphssl-report experiment_name=<missing>`` as the command: one paragraph, exit 1."""
+    res = commands.run("graphssl-report", "experiment_name=sparsification")
     assert res.returncode == 1, res.stderr[-3000:]
     assert "graphssl-report: error: LookupError: MLflow experiment 'sparsification'" in res.stderr
     assert _one_paragraph(res.stderr), res.stderr

@@ -1,12 +1,11 @@
 """graphssl-evaluate: stored runs probed and diagnosed again without training — into the same
 run or a child run, selected by id, sweep parent or filter — and refused with one paragraph
 when the stored embeddings cannot answer. The tasks run in-process; one test runs the
-``graphssl-evaluate`` command to see its refusal printed."""
+``graphssl-evaluate`` command, in this process too (the ``commands`` fixture), to see its
+refusal printed."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -167,22 +166,14 @@ def _odd_run(store: Path) -> str:
 
 
 @pytest.mark.integration
-@pytest.mark.slow
-def test_the_command_prints_a_refusal_as_one_paragraph(store: Path) -> None:
+def test_the_command_prints_a_refusal_as_one_paragraph(store: Path, commands) -> None:
     """``graphssl-evaluate`` end to end: the refusal as one paragraph, exit status 1."""
     odd = _odd_run(store)
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from graphssl.cli import evaluate_main; evaluate_main()",
-            f"paths.outputs_dir={store}",
-            "logger.experiment_name=evaluate-test",
-            f"run_id={odd}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    res = commands.run(
+        "graphssl-evaluate",
+        f"paths.outputs_dir={store}",
+        "logger.experiment_name=evaluate-test",
+        f"run_id={odd}",
     )
     assert res.returncode == 1, res.stderr[-2000:]
     assert "graphssl-evaluate: error: EvaluationRefused:" in res.stderr

@@ -4,13 +4,13 @@ One run on the SBM graph logs ``model/``; then ``rerun=<id>`` repeats it with th
 bit for bit, and ``from_run=<id>`` / ``ckpt_path=<weights.pt>`` with ``trainer.epochs=0``
 evaluate its weights, again with the same probe results; ``load_method(<id>)`` rebuilds the
 method from the store alone. These run the train task in-process (the ``tasks`` fixture).
-The refusal of ``rerun=`` with other overrides needs a command line and runs a ``graphssl``
-process; Hydra's ``--experimental-rerun`` of a run folder is tested by test_cli's plain run.
+The refusal of ``rerun=`` with other overrides needs a command line: the ``graphssl`` command,
+run in this process (the ``commands`` fixture). Hydra's ``--experimental-rerun`` of a run folder
+is tested by test_cli's plain run.
 """
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -86,16 +86,8 @@ def test_from_run_of_unknown_run_fails_clearly(tasks) -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.slow
-def test_rerun_refuses_other_overrides(graphssl_cmd, cli_env, tmp_path) -> None:
+def test_rerun_refuses_other_overrides(commands) -> None:
     """The overrides of the command line are Hydra's: only the CLI can refuse them."""
-    res = subprocess.run(
-        [*graphssl_cmd, "rerun=0123456789abcdef0123456789abcdef", "trainer.epochs=5"],
-        env=cli_env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    res = commands.run("graphssl", "rerun=0123456789abcdef0123456789abcdef", "trainer.epochs=5")
     assert res.returncode == 1
     assert "runs the stored config unchanged" in res.stderr

@@ -1,11 +1,14 @@
 """A sweep's parent run summarises its children: the best one, children.csv and a figure;
-each child is named by its swept values; an Optuna sweep's best parameters reach the parent."""
+each child is named by its swept values; an Optuna sweep's best parameters reach the parent.
+
+The sweeps run the ``graphssl -m`` command in this process (the ``commands`` fixture): the basic
+launcher runs the jobs one after the other in the launching process, so what is tested (the
+parent run's summary in the store) is the same as from a ``graphssl`` process."""
 
 from __future__ import annotations
 
 import csv
 import io
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,10 +24,8 @@ FAST = (
 )
 
 
-def sweep(cmd: list[str], env: dict[str, str], cwd: Path, *args: str) -> None:
-    res = subprocess.run(
-        [*cmd, "-m", *FAST, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=900
-    )
+def sweep(commands, *args: str) -> None:
+    res = commands.run("graphssl", "-m", *FAST, *args)
     assert res.returncode == 0, res.stderr[-3000:]
 
 
@@ -43,8 +44,8 @@ def children_csv(client: MlflowClient, run_id: str, dest: Path) -> list[dict[str
     return list(csv.DictReader(io.StringIO(Path(path).read_text())))
 
 
-def test_basic_two_by_two_sweep_summary(graphssl_cmd, cli_env, outputs_dir, tmp_path) -> None:
-    sweep(graphssl_cmd, cli_env, tmp_path, "model=dgi,grace", "trainer.epochs=2,3")
+def test_basic_two_by_two_sweep_summary(commands, outputs_dir, tmp_path) -> None:
+    sweep(commands, "model=dgi,grace", "trainer.epochs=2,3")
     client, parent, children = parent_and_children(outputs_dir)
     assert len(children) == 4 and parent.info.status == "FINISHED"
     names = sorted(c.info.run_name for c in children)
@@ -88,19 +89,12 @@ def test_basic_two_by_two_sweep_summary(graphssl_cmd, cli_env, outputs_dir, tmp_
     assert "figures/children.png" in figures
 
 
-def test_optuna_best_params_on_parent(graphssl_cmd, cli_env, outputs_dir, tmp_path) -> None:
+def test_optuna_best_params_on_parent(commands, outputs_dir, tmp_path) -> None:
     pytest.importorskip(
         "hydra_plugins.hydra_optuna_sweeper",
         reason="hydra-optuna-sweeper not installed (pip install -e '.[optuna]')",
     )
-    sweep(
-        graphssl_cmd,
-        cli_env,
-        tmp_path,
-        "experiment=optuna_search",
-        "trainer.epochs=2",
-        "hydra.sweeper.n_trials=3",
-    )
+    sweep(commands, "experiment=optuna_search", "trainer.epochs=2", "hydra.sweeper.n_trials=3")
     client, parent, children = parent_and_children(outputs_dir)
     assert len(children) == 3
     params = parent.data.params

@@ -1,20 +1,20 @@
 """Unreadable files give one paragraph naming the file and what was expected: embedding files
 given to ``graphssl-compare``, and a checkpoint that ``resume=true`` cannot read (moved aside,
-the stale run marked KILLED, the run started again; the next start is not blocked)."""
+the stale run marked KILLED, the run started again; the next start is not blocked).
+
+``graphssl-compare`` runs in this process (the ``commands`` fixture): what is tested is what it
+prints, its exit code and what it leaves in the store, not the interpreter around it."""
 
 from __future__ import annotations
 
 import logging
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from faultkit import run_statuses
 
-COMPARE = [sys.executable, "-c", "from graphssl.cli import compare_main; compare_main()"]
 FAST = ["dataset=sbm", "eval.figures=false", "logger.log_embeddings=false"]
 
 
@@ -41,18 +41,11 @@ def _bad_file(kind: str, folder: Path) -> Path:
     return path
 
 
-@pytest.mark.slow  # a graphssl-compare process per case
 @pytest.mark.parametrize("kind", ["truncated", "empty", "latin1", "random", "string_ids"])
-def test_compare_names_an_unreadable_embeddings_file(kind, cli_env, outputs_dir, tmp_path) -> None:
+def test_compare_names_an_unreadable_embeddings_file(kind, commands, outputs_dir, tmp_path) -> None:
     bad = _bad_file(kind, tmp_path)
     good = _good(tmp_path / "good.pt")
-    res = subprocess.run(
-        [*COMPARE, f"embedding_files=[{good},{bad}]"],
-        env=cli_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    res = commands.run("graphssl-compare", f"embedding_files=[{good},{bad}]")
     assert res.returncode != 0
     assert str(bad) in res.stderr, res.stderr[-2000:]
     assert "expected a torch.save file of dict(embeddings" in res.stderr

@@ -1,8 +1,10 @@
 """Faults a sweep must survive: a crashing job, concurrent first use of a fresh store, and
 reruns that must reproduce results bit for bit.
 
-The sweeps and the six concurrent starts are ``graphssl`` processes (Hydra's multirun, and
-processes racing for one store, are what they test); the reruns run the train task in-process.
+The sweeps and the six concurrent starts are ``graphssl`` processes: a sweep whose job failed
+leaves Hydra before ``on_multirun_end``, and its parent run is closed FAILED at interpreter exit
+(``atexit``), which only a process that exits shows; processes racing for one store are what the
+six starts test. The reruns run the train task in-process.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """Secrets given on the command line appear nowhere in the store: not in params, tags (the
-override string), ``config.yaml`` or ``.hydra/*.yaml``; nothing from the environment is logged."""
+override string), ``config.yaml`` or ``.hydra/*.yaml``; nothing from the environment is logged.
+
+The ``graphssl`` command runs in this process (the ``commands`` fixture): what is tested is what
+it leaves in the store, not the interpreter around it."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from faultkit import run_statuses
@@ -37,16 +39,14 @@ def stored_text(outputs: Path, dest: Path) -> str:
     return "\n".join(parts)
 
 
-def test_no_secret_reaches_the_store(graphssl_cmd, cli_env, outputs_dir, tmp_path) -> None:
+def test_no_secret_reaches_the_store(commands, cli_env, outputs_dir, tmp_path) -> None:
     env = dict(cli_env, GRAPHSSL_TEST_SECRET=ENV_SECRET, MLFLOW_TRACKING_TOKEN=ENV_SECRET)
     args = [f"{k}={v}" if " " not in v else f"{k}='{v}'" for k, v in SECRETS.items()]
     args += [
         f"+db.dsn=postgresql://bob:{DSN_PASSWORD}@db.example:5432/graphs",
         "logger.secret_patterns=[myid]",
     ]
-    res = subprocess.run(
-        [*graphssl_cmd, *FAST, *args], env=env, capture_output=True, text=True, timeout=300
-    )
+    res = commands.run("graphssl", *FAST, *args, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
     assert run_statuses(outputs_dir / "mlflow.db") == ["FINISHED"]
     text = stored_text(outputs_dir, tmp_path / "artifacts")
