@@ -24,6 +24,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 __all__ = [
@@ -212,6 +213,23 @@ def interrupted_line(err: BaseException) -> str:
     return f"interrupted; {where}"
 
 
+def _on_first_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    # a KeyboardInterrupt always ends the command (every handler on its way closes what it
+    # opened and raises it again): from here Ctrl-C pressed again is ignored, so it cannot land
+    # in that cleanup (a finally block, a weakref callback) and print its traceback there
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _interrupt_once() -> None:
+    """Ctrl-C raises KeyboardInterrupt once per command (main thread, Python's default handler
+    only: a shell's background job that ignores SIGINT keeps ignoring it)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_first_ctrl_c)
+
+
 def console_entry(prog: str, hydra_main: Callable[[], Any]) -> Callable[[], Any]:
     """Wrap a ``@hydra.main`` function as the console script ``prog``."""
 
@@ -224,6 +242,7 @@ def console_entry(prog: str, hydra_main: Callable[[], Any]) -> Callable[[], Any]
                 print(f"{prog}: error: {message}", file=sys.stderr)
                 raise SystemExit(2)
         quiet_libraries()
+        _interrupt_once()
         try:
             return hydra_main()
         except KeyboardInterrupt as err:

@@ -134,3 +134,22 @@ def test_a_moved_key_names_its_new_place(override: str, expected: str) -> None:
     assert message is not None and expected in message and "has moved" in message
     assert moved_key("eval.selection=3") is None
     assert moved_key("callbacks.selection.every=5") is None
+
+
+def test_ctrl_c_interrupts_once_then_is_ignored_while_the_command_closes() -> None:
+    import signal
+    import time
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _console._interrupt_once()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the handler runs as soon as the signal is delivered
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGINT)  # pressed again while closing: nothing happens
+        # a shell's background job ignores SIGINT: the command leaves that as it is
+        _console._interrupt_once()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
