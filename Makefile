@@ -13,7 +13,10 @@ CONSTRAINTS ?= constraints.txt
 # pytest workers for make test / test-fast: one per core, at most 4 (each holds torch, ~1 GB);
 # files are the unit of distribution, so a module's fixtures (a SLURM cluster, a trained model)
 # are built once. TEST_JOBS=0 runs the suite in this process.
-TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+# (nproc itself honours OMP_NUM_THREADS, which CI sets to 1 for the processes tests start: the
+# cores are counted without it)
+TEST_JOBS ?= $(shell n=$$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 1); \
+  [ $$n -gt 4 ] && n=4; echo $$n)
 PYTEST_PAR := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 
 empty  :=

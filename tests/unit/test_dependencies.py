@@ -3,10 +3,14 @@ and make (so CI, whose .ci/run goes through make) installs with those pins."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -71,3 +75,21 @@ def test_make_installs_with_the_constraints() -> None:
     assert "-c $(CONSTRAINTS)" in install and "$(CONSTRAINTS)" in install.splitlines()[0]
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert "make test" in ci and "pip install" not in ci  # CI installs only through make
+
+
+def test_make_test_runs_a_worker_per_core_also_under_ci_thread_settings() -> None:
+    """CI exports OMP_NUM_THREADS=1 (one thread per test process), and GNU nproc honours it:
+    the worker count must still be the machine's cores (at most 4)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed (apt-get install make)")
+    cores = min(len(os.sched_getaffinity(0)), 4)
+    for threads in ("1", None):
+        env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "TEST_JOBS")}
+        if threads is not None:
+            env["OMP_NUM_THREADS"] = threads
+        # -n: print the commands without running them; the stamp's install line may come first
+        out = subprocess.run(
+            ["make", "-n", "test"], cwd=REPO, env=env, capture_output=True, text=True, check=True
+        ).stdout
+        pytest_line = next(line for line in out.splitlines() if " -m pytest" in line)
+        assert f"-n {cores} --dist loadfile" in pytest_line, (threads, pytest_line)
