@@ -23,7 +23,8 @@ mixes with another's. The figures:
   For several ranks, the sum of the ranks' peak RSS (each rank's own ``ru_maxrss``), which
   counts the graph in shared memory once per rank that touched it, and the peak over time of the
   job's summed proportional set size (``Pss`` of ``/proc/<pid>/smaps_rollup``, sampled every
-  ``--pss-interval`` s for every process of the job), which charges a page shared by ``k``
+  ``--pss-interval`` s for every process of the job, by this process, which reports the CPU
+  time the sampling took), which charges a page shared by ``k``
   processes ``1/k`` to each, so that shared memory counts once. The memory target (the job at
   most 1.3× one process) is judged on the PSS figure against one process's peak PSS, sampled
   the same way: the RSS sum would charge the one shared graph to every rank. PSS is sampled, so
@@ -153,7 +154,7 @@ class MemorySampler(threading.Thread):
     summed RSS) and ``smaps_rollup`` every ``pss_interval`` s (the peak of the summed PSS, with
     its anonymous, file and shared parts at that moment)."""
 
-    def __init__(self, pid: int, interval: float = 0.2, pss_interval: float = 0.5) -> None:
+    def __init__(self, pid: int, interval: float = 0.25, pss_interval: float = 1.0) -> None:
         super().__init__(daemon=True)
         self.pid, self.interval, self.pss_interval = pid, interval, pss_interval
         self.done = threading.Event()
@@ -161,9 +162,12 @@ class MemorySampler(threading.Thread):
         self.peak_rss_sum = 0
         self.peak_pss: dict[str, int] = {"Pss": 0}
         self.samples = 0
+        self._pids: list[int] = []
 
     def sample(self, with_pss: bool) -> None:
-        pids = process_tree(self.pid)
+        if with_pss or not self._pids:  # the tree is looked up again at the PSS cadence
+            self._pids = process_tree(self.pid)
+        pids = self._pids
         rss_sum, pss = 0, dict.fromkeys(_ROLLUP_KEYS, 0)
         for p in pids:
             status = _read_kb(f"/proc/{p}/status", _STATUS_KEYS)
@@ -230,6 +234,7 @@ def job_memory(rank_maxrss: Sequence[int], sampled: dict[str, Any], wait_maxrss:
         "shmem": [p.get("RssShmem", 0) for p in procs.values()],
         "anon": [p.get("RssAnon", 0) for p in procs.values()],
         "samples": sampled.get("samples", 0),
+        "sampler_cpu_s": sampled.get("sampler_cpu_s", 0.0),
     }
 
 
@@ -336,7 +341,8 @@ def memory_lines(row: dict[str, Any]) -> list[str]:
         out.append(
             f"summed PSS at its peak: anonymous {parts.get('Pss_Anon', 0) / GiB:.2f}, file "
             f"{parts.get('Pss_File', 0) / GiB:.2f}, shared {parts.get('Pss_Shmem', 0) / GiB:.2f} "
-            f"GiB over {parts.get('processes', '?')} process(es), {row['mem_samples']} samples"
+            f"GiB over {parts.get('processes', '?')} process(es); {row['mem_samples']} samples, "
+            f"{row['mem_sampler_cpu_s']:.1f} CPU s of sampling"
         )
     big = [(a, s) for a, s in zip(row["mem_anon"], row["mem_shmem"], strict=True) if a > 2**26]
     if big:
@@ -526,10 +532,12 @@ def run_config(
     log = out / "child.log"
     with log.open("w") as fh:
         proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
+        cpu0 = time.process_time()
         sampler = MemorySampler(proc.pid, pss_interval=args.pss_interval)
         sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
         sampled = sampler.stop()
+        sampled["sampler_cpu_s"] = time.process_time() - cpu0  # this process only samples
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
@@ -581,7 +589,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--hidden", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--pss-interval", type=float, default=0.5)
+    parser.add_argument(
+        "--pss-interval", type=float, default=1.0, help="seconds between smaps_rollup reads"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
