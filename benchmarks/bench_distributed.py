@@ -22,15 +22,15 @@ mixes with another's. The figures:
 - **peak memory**: for one process, its peak resident set (``ru_maxrss`` from ``os.wait4``).
   For several ranks, the sum of the ranks' peak RSS (each rank's own ``ru_maxrss``), which
   counts the graph in shared memory once per rank that touched it, and the peak over time of the
-  job's summed proportional set size (``Pss`` of ``/proc/<pid>/smaps_rollup``, sampled every
-  ``--pss-interval`` s for every process of the job, by this process, which reports the CPU
-  time the sampling took), which charges a page shared by ``k``
-  processes ``1/k`` to each, so that shared memory counts once. The memory target (the job at
-  most 1.3× one process) is judged on the PSS figure against one process's peak PSS, sampled
-  the same way: the RSS sum would charge the one shared graph to every rank. PSS is sampled, so
-  it can miss a peak shorter than the interval; the per-rank ``RssShmem`` (the graph's shared
-  pages) and ``RssAnon`` (private memory: each rank's sampler CSC, model, batches) peaks are
-  printed beside it.
+  job's summed proportional set size (``Pss`` of ``/proc/<pid>/smaps_rollup`` of every process
+  of the job, read by this process at each new high of the job's summed RSS and at least every
+  ``--pss-interval`` s; it reports the CPU time the sampling took), which charges a page shared
+  by ``k`` processes ``1/k`` to each, so that shared memory counts once. The memory target (the
+  job at most 1.3× one process) is judged on the PSS figure against one process's peak PSS,
+  sampled the same way: the RSS sum would charge the one shared graph to every rank. PSS is
+  sampled (status every ``--status-interval`` s), so it can miss a peak shorter than that; the
+  per-rank ``RssShmem`` (the graph's shared pages) and ``RssAnon`` (private memory: each rank's
+  sampler CSC, model, batches) peaks are printed beside it.
 
 ``start-up`` is the time from the child's start to the first epoch (loading the graph; for
 several ranks also spawning them, importing, handing over the graph, building).
@@ -151,48 +151,62 @@ def process_tree(pid: int) -> list[int]:
 class MemorySampler(threading.Thread):
     """Polls every process of the tree rooted at ``pid``: ``/proc/<pid>/status`` every
     ``interval`` s (per-process peaks of RSS, shared and anonymous memory; the peak of their
-    summed RSS) and ``smaps_rollup`` every ``pss_interval`` s (the peak of the summed PSS, with
-    its anonymous, file and shared parts at that moment)."""
+    summed RSS), and ``smaps_rollup`` (the summed PSS, with its anonymous, file and shared parts)
+    whenever the summed RSS passes its highest value at an earlier PSS read by ``margin`` bytes,
+    and at least every ``pss_interval`` s. PSS never exceeds RSS, so its peak falls among the
+    RSS highs; reading it only there keeps the sampling cheap (``smaps_rollup`` walks every page
+    table of a process, tens of milliseconds for a few GiB) while still catching it."""
 
-    def __init__(self, pid: int, interval: float = 0.25, pss_interval: float = 1.0) -> None:
+    def __init__(
+        self, pid: int, interval: float = 0.25, pss_interval: float = 10.0, margin: int = 2**25
+    ) -> None:
         super().__init__(daemon=True)
-        self.pid, self.interval, self.pss_interval = pid, interval, pss_interval
+        self.pid, self.interval, self.pss_interval, self.margin = (
+            pid,
+            interval,
+            pss_interval,
+            margin,
+        )
         self.done = threading.Event()
         self.processes: dict[int, dict[str, Any]] = {}
         self.peak_rss_sum = 0
         self.peak_pss: dict[str, int] = {"Pss": 0}
-        self.samples = 0
+        self.samples = self.pss_samples = 0
         self._pids: list[int] = []
+        self._tree_at = self._pss_at = -math.inf
+        self._rss_at_pss = -1
 
-    def sample(self, with_pss: bool) -> None:
-        if with_pss or not self._pids:  # the tree is looked up again at the PSS cadence
-            self._pids = process_tree(self.pid)
-        pids = self._pids
-        rss_sum, pss = 0, dict.fromkeys(_ROLLUP_KEYS, 0)
-        for p in pids:
+    def sample(self, force_pss: bool = False) -> None:
+        now = time.monotonic()
+        if now - self._tree_at >= 1.0 or force_pss:  # the tree is looked up again each second
+            self._pids, self._tree_at = process_tree(self.pid), now
+        rss_sum, alive = 0, []
+        for p in self._pids:
             status = _read_kb(f"/proc/{p}/status", _STATUS_KEYS)
             if not status:
                 continue
+            alive.append(p)
             rec = self.processes.setdefault(p, {"cmdline": _cmdline(p)})
             for key, value in status.items():
                 rec[key] = max(rec.get(key, 0), value)
             rss_sum += status.get("VmRSS", 0)
-            if with_pss:
-                for key, value in _read_kb(f"/proc/{p}/smaps_rollup", _ROLLUP_KEYS).items():
-                    pss[key] += value
         self.peak_rss_sum = max(self.peak_rss_sum, rss_sum)
-        if with_pss and pss["Pss"] > self.peak_pss["Pss"]:
-            self.peak_pss = {**pss, "processes": len(pids)}
         self.samples += 1
+        high = rss_sum > self._rss_at_pss + self.margin
+        if not (force_pss or high or now - self._pss_at >= self.pss_interval):
+            return
+        pss = dict.fromkeys(_ROLLUP_KEYS, 0)
+        for p in alive:
+            for key, value in _read_kb(f"/proc/{p}/smaps_rollup", _ROLLUP_KEYS).items():
+                pss[key] += value
+        self._pss_at, self._rss_at_pss = now, max(self._rss_at_pss, rss_sum)
+        self.pss_samples += 1
+        if pss["Pss"] > self.peak_pss["Pss"]:
+            self.peak_pss = {**pss, "processes": len(alive)}
 
     def run(self) -> None:
-        next_pss = 0.0
         while not self.done.is_set():
-            now = time.monotonic()
-            with_pss = now >= next_pss
-            if with_pss:
-                next_pss = now + self.pss_interval
-            self.sample(with_pss)
+            self.sample()
             self.done.wait(self.interval)
 
     def stop(self) -> dict[str, Any]:
@@ -204,6 +218,7 @@ class MemorySampler(threading.Thread):
             "peak_pss": self.peak_pss,
             "processes": self.processes,
             "samples": self.samples,
+            "pss_samples": self.pss_samples,
         }
 
 
@@ -234,6 +249,7 @@ def job_memory(rank_maxrss: Sequence[int], sampled: dict[str, Any], wait_maxrss:
         "shmem": [p.get("RssShmem", 0) for p in procs.values()],
         "anon": [p.get("RssAnon", 0) for p in procs.values()],
         "samples": sampled.get("samples", 0),
+        "pss_samples": sampled.get("pss_samples", 0),
         "sampler_cpu_s": sampled.get("sampler_cpu_s", 0.0),
     }
 
@@ -341,7 +357,8 @@ def memory_lines(row: dict[str, Any]) -> list[str]:
         out.append(
             f"summed PSS at its peak: anonymous {parts.get('Pss_Anon', 0) / GiB:.2f}, file "
             f"{parts.get('Pss_File', 0) / GiB:.2f}, shared {parts.get('Pss_Shmem', 0) / GiB:.2f} "
-            f"GiB over {parts.get('processes', '?')} process(es); {row['mem_samples']} samples, "
+            f"GiB over {parts.get('processes', '?')} process(es); {row['mem_samples']} samples "
+            f"({row.get('mem_pss_samples', 0)} of PSS), "
             f"{row['mem_sampler_cpu_s']:.1f} CPU s of sampling"
         )
     big = [(a, s) for a, s in zip(row["mem_anon"], row["mem_shmem"], strict=True) if a > 2**26]
@@ -533,7 +550,7 @@ def run_config(
     with log.open("w") as fh:
         proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
         cpu0 = time.process_time()
-        sampler = MemorySampler(proc.pid, pss_interval=args.pss_interval)
+        sampler = MemorySampler(proc.pid, args.status_interval, args.pss_interval)
         sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
         sampled = sampler.stop()
@@ -590,7 +607,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--hidden", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--pss-interval", type=float, default=1.0, help="seconds between smaps_rollup reads"
+        "--status-interval", type=float, default=0.25, help="seconds between status reads"
+    )
+    parser.add_argument(
+        "--pss-interval",
+        type=float,
+        default=10.0,
+        help="longest time between smaps_rollup reads (also read at each new high of the RSS)",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)

@@ -135,12 +135,14 @@ def test_table_and_targets_from_the_measurements(bench):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="needs Linux /proc")
 def test_sampler_reads_this_process(bench):
-    sampler = bench.MemorySampler(os.getpid())
-    sampler.sample(with_pss=True)
+    sampler = bench.MemorySampler(os.getpid(), pss_interval=3600.0, margin=2**40)
+    sampler.sample()  # the first read is a new high of the RSS: PSS is read
+    sampler.sample()  # no new high by a TiB, and within the hour: status only
     got = sampler.stop()
     me = got["processes"][os.getpid()]
     assert me["VmHWM"] >= me["VmRSS"] > 0
     assert got["peak_pss"]["Pss"] > 0 and got["peak_rss_sum"] >= me["VmRSS"]
+    assert (got["samples"], got["pss_samples"]) == (2, 1)
 
 
 def test_one_configuration_on_a_tiny_generated_graph(bench, tmp_path, monkeypatch):
