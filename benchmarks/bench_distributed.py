@@ -44,7 +44,7 @@ Usage::
 
     python benchmarks/bench_distributed.py [--method dgi] [--dataset cora] [--configs 1x1 1x2 2x1]
         [--epochs 4] [--batch 512] [--fanout 10 10]
-    python benchmarks/bench_distributed.py --dataset synthetic_large --max-batches 40 \\
+    python benchmarks/bench_distributed.py --dataset synthetic_large --max-batches 150 --epochs 4 \\
         --configs 1x1 1x2 2x1            # ogbn-products size (2,449,029 nodes), cached graph
 """
 
