@@ -133,7 +133,10 @@ def test_table_and_targets_from_the_measurements(bench):
     assert slow[2].endswith("(0.88×): behind, not met")
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="needs Linux /proc")
+@pytest.mark.skipif(
+    not os.path.exists("/proc/self/smaps_rollup"),
+    reason="the memory sampler reads Linux's /proc/<pid>/smaps_rollup (kernel 4.14 or newer)",
+)
 def test_sampler_reads_this_process(bench):
     sampler = bench.MemorySampler(os.getpid(), pss_interval=3600.0, margin=2**40)
     sampler.sample()  # the first read is a new high of the RSS: PSS is read

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -246,15 +245,19 @@ def test_compare_runs_both_on_the_same_rows_and_pairs(peer_mod, stand_in):
     assert all(c[0].optimize_mu and c[0].n_epochs == 1 for c in calls)
 
 
-def test_cli_wrong_path_is_one_paragraph_without_traceback(tmp_path):
+def test_cli_wrong_path_is_one_paragraph_without_traceback(tmp_path, monkeypatch, capsys):
+    """The script's command line, run in this process: argparse's one-line usage error."""
+    # the settings the script sets for itself at import stay within this test
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # its sibling module emir_peer
+    bench = _module("bench_emir")
     missing = tmp_path / "nowhere"
-    proc = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "bench_emir.py"), "--peer", str(missing)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr
-    message = proc.stderr.strip().splitlines()[-1]
+    monkeypatch.setattr(sys, "argv", ["bench_emir.py", "--peer", str(missing)])
+    with pytest.raises(SystemExit) as stop:
+        bench.main()
+    assert stop.value.code == 2
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr
+    message = stderr.strip().splitlines()[-1]
     _check_message(message, missing)
