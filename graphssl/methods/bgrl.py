@@ -8,8 +8,8 @@ from torch_geometric.data import Data
 from torch_geometric.nn.inits import reset
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, linear_widths
-from graphssl.methods.collective import gather_rows
-from graphssl.methods.losses import bootstrap_cosine
+from graphssl.methods.collective import global_mean, world_size
+from graphssl.methods.losses import bootstrap_cosine, bootstrap_cosine_terms
 from graphssl.methods.momentum import MomentumMethod
 from graphssl.models.augment import GraphAugment, edge_and_feature
 from graphssl.models.encode import encode
@@ -90,6 +90,10 @@ class BGRL(MomentumMethod):
         with torch.no_grad():
             t1 = encode(self.target, v1, seeds_only=True)[:n]
             t2 = encode(self.target, v2, seeds_only=True)[:n]
-        # on several processes: the mean over the global batch (equal whatever each rank holds)
-        p1, p2, t1, t2 = (gather_rows(t) for t in (p1, p2, t1, t2))
-        return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
+        if world_size() == 1:
+            return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
+        # on several processes: each row's terms need only its own prediction and target, so
+        # the loss is their mean over the global batch without gathering any rows
+        return {
+            "loss": global_mean(bootstrap_cosine_terms(p1, t2) + bootstrap_cosine_terms(p2, t1))
+        }

@@ -8,9 +8,9 @@ import torch
 from torch import Tensor, nn
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory
-from graphssl.methods.collective import gather_rows
+from graphssl.methods.collective import global_mean, world_size
 from graphssl.methods.image import ImageSSLMethod, views_of
-from graphssl.methods.losses import bootstrap_cosine
+from graphssl.methods.losses import bootstrap_cosine, bootstrap_cosine_terms
 from graphssl.methods.momentum import MomentumMethod
 from graphssl.models.heads import MLPHead
 
@@ -37,7 +37,7 @@ class BYOL(MomentumMethod, ImageSSLMethod):
 
     target_backbone: nn.Module  # set by add_target
     target_projector: nn.Module
-    supports_distributed = True  # the loss covers the global batch (gather_rows)
+    supports_distributed = True  # the loss is the mean over the global batch (global_mean)
 
     def __init__(
         self,
@@ -68,5 +68,10 @@ class BYOL(MomentumMethod, ImageSSLMethod):
         with torch.no_grad():
             g1, g2 = self._encode_views(self.target_backbone, views[:2])
             t1, t2 = self.target_projector(torch.cat([g1, g2])).chunk(2)
-        p1, p2, t1, t2 = (gather_rows(t) for t in (p1, p2, t1, t2))  # the global batch
-        return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
+        if world_size() == 1:
+            return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
+        # on several processes: each row's terms need only its own prediction and target, so
+        # the loss is their mean over the global batch without gathering any rows
+        return {
+            "loss": global_mean(bootstrap_cosine_terms(p1, t2) + bootstrap_cosine_terms(p2, t1))
+        }

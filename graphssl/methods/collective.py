@@ -11,9 +11,15 @@ parameters through its rows is ``W · ∂L/∂z_r`` (``W`` ranks, each backward 
 and the trainer averages the parameter gradients over ranks, which gives
 ``Σ_r ∂L/∂z_r · ∂z_r/∂θ = ∂L/∂θ``: exactly the gradient of one process holding the whole batch.
 
-Without a process group (or with one rank) every function here returns its input unchanged, so
-the methods call them unconditionally. They live in the methods layer because the losses call
-them; :mod:`graphssl.training.distributed` re-exports them with the process-group machinery.
+A loss that is a mean of per-row terms over the global batch needs no rows from other ranks:
+:func:`global_mean` gives each rank its share of the mean (one scalar all-reduce), and
+:func:`all_reduce_sum` sums a statistic over ranks with gradient (DGI's summary vector), so such
+losses move a few numbers per step instead of every rank's rows.
+
+Without a process group (or with one rank) every function here returns its input unchanged (the
+mean of ``values`` for :func:`global_mean`), so the methods call them unconditionally. They live
+in the methods layer because the losses call them; :mod:`graphssl.training.distributed`
+re-exports them with the process-group machinery.
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ from torch import Tensor
 
 __all__ = [
     "all_reduce_mean",
+    "all_reduce_sum",
     "comm_device",
     "gather_rows",
+    "global_mean",
     "is_distributed",
     "rank",
     "rows_before",
@@ -102,6 +110,55 @@ def gather_rows(local: Tensor) -> Tensor:
         with torch.no_grad():
             return _GatherRows.apply(local)  # type: ignore[no-any-return]
     return _GatherRows.apply(local)  # type: ignore[no-any-return]
+
+
+class _AllReduceSum(torch.autograd.Function):
+    """Sum over ranks with gradient: every rank uses the same sum, so the gradient of each
+    rank's input is the sum of every rank's gradient of the result."""
+
+    @staticmethod
+    def forward(ctx: Any, local: Tensor) -> Tensor:
+        total = local.detach().contiguous().clone()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        return total
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        total = grad.contiguous().clone()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        return total
+
+
+def all_reduce_sum(local: Tensor) -> Tensor:
+    """The sum of ``local`` over ranks, with gradient; ``local`` itself without a group.
+
+    Every rank gets the same sum. A rank's gradient of ``local`` collects every rank's gradient
+    of the sum, so the trainer's average of the parameter gradients is the gradient of one
+    process holding the whole batch (as for :func:`gather_rows`).
+    """
+    if world_size() == 1:
+        return local
+    return _AllReduceSum.apply(local)  # type: ignore[no-any-return]
+
+
+def global_mean(values: Tensor) -> Tensor:
+    """The mean of ``values`` over every rank's values, as a loss each rank backpropagates.
+
+    Its value is the global mean ``Σ_all / N`` on every rank; its gradient is that of this
+    rank's share ``W · Σ_local / N`` (``W`` ranks, ``N`` values over all ranks), so the
+    trainer's average of the parameter gradients over ranks is the gradient of the global mean,
+    whatever number of values each rank holds. One all-reduce of two numbers; without a group
+    ``values.mean()``.
+    """
+    if world_size() == 1:
+        return values.mean()
+    local = values.sum()
+    totals = torch.stack([local.detach(), local.new_tensor(float(values.numel()))])
+    totals = totals.to(comm_device())
+    dist.all_reduce(totals, op=dist.ReduceOp.SUM)
+    total, count = totals.to(local.device).unbind()
+    share = local * (world_size() / count)
+    return share + (total / count - share).detach()
 
 
 def rows_before(rows: int) -> int:

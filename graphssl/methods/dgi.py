@@ -11,8 +11,8 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
-from graphssl.methods.collective import gather_rows
-from graphssl.methods.losses import dgi_bce
+from graphssl.methods.collective import all_reduce_sum, global_mean, world_size
+from graphssl.methods.losses import dgi_bce, dgi_bce_terms
 from graphssl.models.encode import encode
 from graphssl.models.sparse_input import derive_rows
 
@@ -171,9 +171,13 @@ class DGI(SSLMethod):
         pos = encode(self.encoder, batch, seeds_only=True)
         neg = encode(self.encoder, _corrupted(batch, self.corruption), seeds_only=True)
         n = int(getattr(batch, "batch_size", pos.size(0)))  # seeds only in mini-batches
-        # on several processes: the summary and the discriminator's loss over the global batch
-        pos, neg = gather_rows(pos[:n]), gather_rows(neg[:n])
-        ws = self.weight @ sigmoid_mean_readout(pos)
-        pos_logits = pos @ ws + self.bias
-        neg_logits = neg @ ws + self.bias
-        return {"loss": dgi_bce(pos_logits, neg_logits)}
+        pos, neg = pos[:n], neg[:n]
+        if world_size() == 1:
+            ws = self.weight @ sigmoid_mean_readout(pos)
+            return {"loss": dgi_bce(pos @ ws + self.bias, neg @ ws + self.bias)}
+        # on several processes: the summary is the global batch's mean (the row sums and the
+        # row count summed over ranks, with gradient) and the loss the mean of every node's
+        # terms over the global batch; no rank needs another rank's rows
+        stats = all_reduce_sum(torch.cat([pos.sum(dim=0), pos.new_full((1,), float(n))]))
+        ws = self.weight @ torch.sigmoid(stats[:-1] / stats[-1])
+        return {"loss": global_mean(dgi_bce_terms(pos @ ws + self.bias, neg @ ws + self.bias))}

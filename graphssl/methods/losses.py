@@ -49,9 +49,24 @@ def info_nce(z1: Tensor, z2: Tensor, tau: float = 0.5) -> Tensor:
     return 0.5 * (-torch.log(pos / denom1) - torch.log(pos / denom2)).mean()
 
 
+def bootstrap_cosine_terms(p: Tensor, z: Tensor) -> Tensor:
+    """BYOL/BGRL regression term ``2 - 2 cos(p_i, sg(z_i))`` of each row; p, z: ``(N, D)``."""
+    return 2 - 2 * F.cosine_similarity(p, z.detach(), dim=-1)
+
+
 def bootstrap_cosine(p: Tensor, z: Tensor) -> Tensor:
     """BYOL/BGRL regression loss ``2 - 2 cos(p, sg(z))`` averaged over rows; p, z: ``(N, D)``."""
-    return (2 - 2 * F.cosine_similarity(p, z.detach(), dim=-1)).mean()
+    return bootstrap_cosine_terms(p, z).mean()
+
+
+def dgi_bce_terms(pos_logits: Tensor, neg_logits: Tensor) -> Tensor:
+    """DGI's binary cross-entropy per node: its real term (label 1) plus its corrupted term
+    (label 0); the mean over nodes is :func:`dgi_bce`. Logits ``(N,)`` → ``(N,)``."""
+    return F.binary_cross_entropy_with_logits(
+        pos_logits, torch.ones_like(pos_logits), reduction="none"
+    ) + F.binary_cross_entropy_with_logits(
+        neg_logits, torch.zeros_like(neg_logits), reduction="none"
+    )
 
 
 def dgi_bce(pos_logits: Tensor, neg_logits: Tensor) -> Tensor:

@@ -13,9 +13,10 @@ process group:
   sampled node batches, :class:`ShardedBatchSampler` for graph and image datasets): one seeded
   permutation per epoch, identical on every rank, cut into global batches of
   ``trainer.batch_size × N`` items, rank ``r`` taking the ``r``-th of ``N`` near-equal parts;
-* averages the gradients over ranks after each backward (:func:`sync_gradients`); the losses
-  gather every rank's rows with gradient (:func:`gather_rows`), so each step equals one step of
-  one process on the whole global batch.
+* averages the gradients over ranks after each backward (:func:`sync_gradients`); a loss that
+  compares rows with each other gathers every rank's rows with gradient (:func:`gather_rows`),
+  one that averages per-row terms takes its rank's share of the global mean
+  (:func:`global_mean`), so each step equals one step of one process on the whole global batch.
 
 Every collective carries the process group's timeout (``trainer.dist_timeout_s``), a guard
 against hangs; a rank that dies closes its sockets and the others fail at their next collective
@@ -54,8 +55,10 @@ from torch.utils.data import Sampler
 
 from graphssl.methods.collective import (
     all_reduce_mean,
+    all_reduce_sum,
     comm_device,
     gather_rows,
+    global_mean,
     is_distributed,
     rank,
     rows_before,
@@ -69,6 +72,7 @@ __all__ = [
     "RankFailedError",
     "ShardedBatchSampler",
     "all_reduce_mean",
+    "all_reduce_sum",
     "backend_for",
     "broadcast_object",
     "broadcast_parameters",
@@ -76,6 +80,7 @@ __all__ = [
     "cluster_ranks",
     "first_host",
     "gather_rows",
+    "global_mean",
     "is_distributed",
     "join_tasks",
     "launch",

@@ -41,14 +41,14 @@ from graphssl.methods.base import SSLMethod
 from graphssl.methods.bgrl import BGRL
 from graphssl.methods.byol import BYOL
 from graphssl.methods.cca_ssg import CCASSG
-from graphssl.methods.dgi import DGI
+from graphssl.methods.dgi import DGI, _corrupted
 from graphssl.methods.dino import DINO
 from graphssl.methods.grace import GRACE
 from graphssl.methods.graph_dino import GraphDINO
 from graphssl.methods.graphcl import GraphCL
 from graphssl.methods.graphmae import GraphMAE
 from graphssl.methods.infograph import InfoGraph
-from graphssl.methods.losses import info_nce
+from graphssl.methods.losses import dgi_bce_terms, info_nce
 from graphssl.methods.simclr import SimCLR
 from graphssl.methods.supervised import Supervised
 from graphssl.models.encode import encode
@@ -233,6 +233,44 @@ class DetachedGRACE(GRACE):
         return {"loss": info_nce(_gather_detached(z1), _gather_detached(z2), self.tau)}
 
 
+class DetachedSummaryDGI(DGI):
+    """DGI with the common mistake for a batch statistic: the summary summed over ranks
+    without gradient, so no rank's summary term pushes anything back to the other ranks."""
+
+    def loss(self, batch: Data) -> dict[str, Tensor]:
+        n = int(batch.batch_size)
+        pos = encode(self.encoder, batch, seeds_only=True)[:n]
+        neg = encode(self.encoder, _corrupted(batch, self.corruption), seeds_only=True)[:n]
+        stats = torch.cat([pos.sum(dim=0), pos.new_full((1,), float(n))])
+        total = stats.detach().clone()
+        dist.all_reduce(total)
+        stats = stats + (total - stats).detach()  # the global value, this rank's gradient only
+        ws = self.weight @ torch.sigmoid(stats[:-1] / stats[-1])
+        terms = dgi_bce_terms(pos @ ws + self.bias, neg @ ws + self.bias)
+        return {"loss": collective.global_mean(terms)}
+
+
+def _detached_summary_dgi() -> DGI:
+    torch.manual_seed(0)
+    method = DetachedSummaryDGI(_sage(), _sgd())
+    method.corruption = KeyedShuffle(10)  # type: ignore[assignment]
+    return method
+
+
+def _global_mean_check() -> dict[str, float]:
+    """:func:`global_mean` of a rank-dependent number of values ``θ·x``: its value, and the
+    gradient of ``θ`` as the trainer averages it over ranks."""
+    world, me = collective.world_size(), collective.rank()
+    x = torch.arange(1.0, 6.0, dtype=torch.float64)  # 1..5 in all
+    mine = x if world == 1 else (x[:3] if me == 0 else x[3:])
+    theta = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    value = collective.global_mean(theta * mine)
+    value.backward()
+    assert theta.grad is not None
+    grad = collective.all_reduce_mean(theta.grad)
+    return {"value": float(value), "grad": float(grad)}
+
+
 def _gather_detached(z: Tensor) -> Tensor:
     parts = [torch.empty_like(z) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, z.detach().contiguous())
@@ -281,8 +319,9 @@ BUILDERS: dict[str, tuple[str, Callable[[], SSLMethod]]] = {
         "node",
         lambda: DetachedGRACE(_sage(), _sgd(), KeyedNodeMask(1), KeyedNodeMask(2), 4),
     ),
+    "dgi_detached_summary": ("node", _detached_summary_dgi),
 }
-SUPPORTED = [name for name in BUILDERS if name != "grace_detached"]
+SUPPORTED = [name for name in BUILDERS if name not in ("grace_detached", "dgi_detached_summary")]
 
 
 def _fit(name: str, world: int) -> dict[str, Any]:
@@ -325,7 +364,7 @@ def _fit(name: str, world: int) -> dict[str, Any]:
 
 
 def _fit_all(world: int) -> dict[str, dict[str, Any]]:
-    return {name: _fit(name, world) for name in BUILDERS}
+    return {name: _fit(name, world) for name in BUILDERS} | {"global_mean": _global_mean_check()}
 
 
 def _rank_worker(rank: int, out: str) -> Callable[[], None]:
@@ -382,6 +421,21 @@ def test_negatives_gathered_without_gradient_fail_the_equivalence(runs: dict[str
     assert two["losses"][0] == pytest.approx(one["losses"][0], abs=TOL)
     # ... but half the gradient is lost, so the weights part
     assert _max_diff(one["state"], two["state"]) > 1e-4
+
+
+def test_a_summary_summed_without_gradient_fails_the_equivalence(runs: dict[str, Any]) -> None:
+    one, two = runs["one"]["dgi_detached_summary"], runs["two"]["dgi_detached_summary"]
+    assert two["losses"][0] == pytest.approx(one["losses"][0], abs=TOL)
+    assert _max_diff(one["state"], two["state"]) > 1e-4
+
+
+def test_global_mean_is_the_mean_over_ranks_whatever_each_holds(runs: dict[str, Any]) -> None:
+    """Rank 0 holds 3 values, rank 1 holds 2: every rank's loss is the mean of all 5, and the
+    gradients averaged over ranks are the gradient of that mean."""
+    expected = {"value": 2.0 * 3.0, "grad": 3.0}  # mean of 2·(1..5); d/dθ mean(θ·x) = mean(x)
+    for result in (runs["one"]["global_mean"], runs["two"]["global_mean"]):
+        assert result == pytest.approx(expected, abs=1e-12)
+    assert runs["rank1"]["global_mean"] == pytest.approx(expected, abs=1e-12)
 
 
 def test_graphmae_losses_depend_on_the_other_seeds_of_their_batch(
