@@ -27,6 +27,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+import graphssl._startup  # noqa: F401  (OpenMP's wait policy, before anything loads torch)
 from graphssl.package import config_dir
 from graphssl.tasks._console import console_entry, quiet_libraries
 from graphssl.tasks.memory import MemoryExhaustedError, memory_exhausted

@@ -45,3 +45,46 @@ def test_every_pool_follows_the_budget_also_when_loaded_later() -> None:
     assert len(r["after"]) > len(r["before"])  # scikit-learn's pool, loaded later, is in
     assert r["inside"] == 2 and set(r["within"].values()) == {2}, r["within"]
     assert set(r["restored"].values()) == {1, 2}  # the pools' sizes before the block, torch 2
+
+
+_WAIT_POLICY_SCRIPT = """
+import importlib.abc, json, os, sys
+seen = {}
+class Watch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" and "torch" not in seen:
+            seen["torch"] = os.environ.get("OMP_WAIT_POLICY")
+        return None
+sys.meta_path.insert(0, Watch())
+import graphssl.cli
+import torch  # loaded by the task, when not already by graphssl.cli
+print(json.dumps(seen))
+"""
+
+
+def test_the_console_entries_make_idle_openmp_threads_sleep_before_torch_loads() -> None:
+    """libgomp reads ``OMP_WAIT_POLICY`` once, when torch loads it: a fresh interpreter shows
+    the value torch saw when ``graphssl.cli`` imported it."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["PYTHONPATH"] = str(REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", _WAIT_POLICY_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"torch": "PASSIVE"}
+
+
+def test_a_wait_policy_set_by_the_user_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    import graphssl._startup as startup
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    importlib.reload(startup)
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    importlib.reload(startup)
+    assert os.environ["OMP_WAIT_POLICY"] == startup.WAIT_POLICY == "PASSIVE"
