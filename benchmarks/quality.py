@@ -1,38 +1,38 @@
 """Linear-probe quality of graphssl's methods against the published numbers.
 
 For each (method, dataset) it runs the tuned preset ``conf/experiment/<method>_<dataset>.yaml``
-(when there is none, the method's Cora preset with ``dataset=<dataset>``, else ``model=<method>
-dataset=<dataset>``) as one Hydra multirun over the seeds, ``graphssl -m <preset> seed=5,6,...``,
-into one MLflow store (experiment ``quality-benchmark``), then prints that store's leaderboard,
-``graphssl-report kind=leaderboard`` (mean ± std over seeds, the untrained baseline, the gain,
-the published figure of ``conf/published.yaml``, epochs, training time, memory). Each run is
-evaluated by the default probe (``logreg``), by the same probe on the earlier L2 grid that
-stops at 0.1 (``logreg_spec``; the default grid reaches 100) and by the papers' own protocol
-(``eval=papers``: the Adam linear layer, node datasets; ``eval=graph_papers``: the SVM, graph
-datasets; a preset may add its authors' evaluation as the probe named after the method); the
-leaderboard shows each probe as a column group (``--probes`` picks and orders them).
+(else the method's Cora preset with ``dataset=<dataset>``, else ``model=<method>
+dataset=<dataset>``) as one multirun over the seeds, ``graphssl -m <preset> seed=5,6,...``, into
+one MLflow store (experiment ``quality-benchmark``), then prints the store's leaderboard,
+``graphssl-report kind=leaderboard``: per probe the mean ± std over seeds, the untrained
+baseline, the gain and the published figure (``conf/published.yaml``); epochs, training time,
+memory. Every run is evaluated by the default probe (``logreg``), by the same probe on the
+earlier L2 grid stopping at 0.1 (``logreg_spec``) and by the papers' own protocol (the Adam
+layer of ``eval=papers`` on node datasets, the SVM of ``eval=graph_papers`` on graph datasets;
+a preset may add its authors' evaluation as the probe named after the method). ``--probes``
+picks and orders the columns (default: those probes, as the presets of ``--methods`` ×
+``--datasets`` configure them).
 
 Usage::
 
     python benchmarks/quality.py --methods dgi --datasets cora --seeds 2 --epochs-scale 0.05
-    python benchmarks/quality.py --threads 1 --first-seed 5 --seeds 5 --methods dgi grace \\
-        --datasets cora citeseer --store outputs/quality
+    python benchmarks/quality.py --threads 1 --first-seed 5 --seeds 5 --store outputs/quality
     python benchmarks/quality.py --report-only --store outputs/quality --probes logreg \\
         --write BENCHMARKS.md
 
-``--epochs-scale`` multiplies each preset's ``trainer.epochs`` (rounded, at least 1);
-``--override`` appends Hydra overrides to every run. Without ``--store`` the runs go to a
-temporary store. The leaderboard ranks every run of the store's experiment, so several
-invocations into one ``--store`` build one table (and a preset run twice into it counts both
-runs' seeds). ``--report-only`` trains nothing and rebuilds the leaderboard of ``--store``;
-``--write FILE`` replaces the table between ``<!-- quality-table:start -->`` and
-``<!-- quality-table:end -->`` in ``FILE`` (BENCHMARKS.md's method quality table) with it.
+The leaderboard ranks every run in the store's experiment: several invocations into one
+``--store`` make one table (a preset run twice into it counts both runs' seeds); without
+``--store`` the runs go to a temporary one. ``--report-only`` trains nothing; ``--write FILE``
+replaces the table between ``<!-- quality-table:start -->`` and ``<!-- quality-table:end -->``
+in ``FILE`` (BENCHMARKS.md's method quality table) with the leaderboard, so the table is
+regenerated, not typed. ``--epochs-scale`` multiplies each preset's ``trainer.epochs``;
+``--override`` appends Hydra overrides to every run.
 
-Other figures of the same runs are other leaderboards (``--report-override``): the validation
-accuracy presets are tuned on, ``leaderboard.metric=val_acc``; the selected L2 strength,
-``leaderboard.metric=weight_decay leaderboard.scale=1 leaderboard.digits=4``; every metric is in
-the store (``graphssl-ui --outputs DIR``). Probing the stored embeddings again without training
-is ``graphssl-evaluate`` (docs/evaluation.md). Real data comes from ``$GRAPHSSL_DATA_DIR``
+The runs' other figures are in the store (``graphssl-ui --outputs DIR``), and other
+leaderboards of it: ``--report-override leaderboard.metric=val_acc`` gives the validation
+accuracy the presets are tuned on; the selected L2 strength is each run's tag
+``probe/logreg/weight_decay``. Probing the stored embeddings again without training is
+``graphssl-evaluate`` (docs/evaluation.md). Real data comes from ``$GRAPHSSL_DATA_DIR``
 (default: ``../shared/data`` beside the repository).
 """
 
