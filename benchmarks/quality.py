@@ -32,8 +32,8 @@ The runs' other figures are in the store (``graphssl-ui --outputs DIR``), and ot
 leaderboards of it: ``--report-override leaderboard.metric=val_acc`` gives the validation
 accuracy the presets are tuned on; the selected L2 strength is each run's tag
 ``probe/logreg/weight_decay``. Probing the stored embeddings again without training is
-``graphssl-evaluate`` (docs/evaluation.md). Real data comes from ``$GRAPHSSL_DATA_DIR``
-(default: ``../shared/data`` beside the repository).
+``graphssl-evaluate parent=<a preset's sweep parent run>`` (docs/evaluation.md). Real data
+comes from ``$GRAPHSSL_DATA_DIR`` (default: ``../shared/data`` beside the repository).
 """
 
 from __future__ import annotations
@@ -68,10 +68,11 @@ GRAPH_DATASETS = frozenset(
 )
 
 
-def papers_eval(dataset: str) -> tuple[str, str]:
-    """``(eval option, probe)`` of the papers' own evaluation of ``dataset``: the Adam linear
-    layer of the node papers, or the SVM of the graph papers."""
-    return ("graph_papers", "svc") if dataset in GRAPH_DATASETS else ("papers", "adam")
+def papers_eval(dataset: str) -> str:
+    """The ``eval`` option with the papers' own evaluation of ``dataset`` beside the default
+    probe: the Adam linear layer of the node papers (probe ``adam``), or the SVM of the graph
+    papers (probe ``svc``)."""
+    return "graph_papers" if dataset in GRAPH_DATASETS else "papers"
 
 
 def preset(method: str, dataset: str) -> list[str]:
@@ -98,7 +99,7 @@ def run_overrides(
     return [
         *preset(method, dataset),
         f"paths.outputs_dir={store}",
-        f"eval={papers_eval(dataset)[0]}",
+        f"eval={papers_eval(dataset)}",
         "eval.diagnostics.enabled=false",
         "eval.figures=false",
         f"logger.log_embeddings={str(keep_embeddings).lower()}",
