@@ -5,7 +5,7 @@ graph at a fixed **global** batch (``--batch`` seed nodes per step) under each c
 ``DxT`` of ``--configs`` (``D`` ranks of ``T`` torch threads each; default ``1x1 1x2 2x1``).
 ``D = 1`` is the ordinary single-process loop; ``D > 1`` is the spawned multi-process fit of
 the train task (:func:`graphssl.training.distributed.launch`, gloo): rank 0 hands its graph and
-the sampler's CSC index of it (built once, :func:`graphssl.tasks.devices.shared_sampler_index`)
+the sampler's CSC index of it (built once, :func:`graphssl.tasks.devices.share_with_ranks`)
 to the other ranks through shared memory and each rank builds its method and trainer with
 :func:`graphssl.tasks.devices._rank_worker`, as ``trainer.devices=D`` does, taking ``--batch /
 D`` seeds per step, so every configuration takes the same optimizer steps on batches of the
@@ -485,7 +485,7 @@ def child(args: argparse.Namespace, config: Config, out: Path) -> dict[str, Any]
     from omegaconf import OmegaConf
 
     from graphssl.tasks.components import build_datamodule, build_method, set_threads
-    from graphssl.tasks.devices import shared_sampler_index
+    from graphssl.tasks.devices import share_with_ranks
     from graphssl.training import distributed
     from graphssl.utils import allocator, seed_everything
 
@@ -508,8 +508,7 @@ def child(args: argparse.Namespace, config: Config, out: Path) -> dict[str, Any]
             fit = main()
         else:  # the train task's spawned fit (graphssl.tasks.devices.fit_on_devices)
             container = OmegaConf.to_container(cfg, resolve=True)
-            graph = None if dm.is_graph_level else dm.data
-            index = shared_sampler_index(trainer, dm)
+            graph, index = share_with_ranks(trainer, dm)
             fit = distributed.launch(
                 main,
                 _rank,

@@ -9,7 +9,7 @@ With ``trainer.devices=1`` and ``trainer.num_nodes=1`` (the defaults) :func:`fit
   ``1..N-1``; each gets rank 0's graph through shared memory (or rebuilds a graph or image
   dataset) and builds the method from the resolved config (:func:`_rank_worker`). For
   neighbour-sampled training, rank 0 also builds the sampler's CSC index of the graph once, in
-  shared memory (:func:`shared_sampler_index`), and every rank samples from that one copy;
+  shared memory, and every rank samples from that one copy (:func:`share_with_ranks`);
 * **cluster tasks** (a SLURM job step of ``devices`` tasks on each of ``num_nodes`` machines,
   as ``hydra/launcher=submitit_slurm`` with ``tasks_per_node``/``nodes`` starts it): every task
   runs the train task, and :func:`~graphssl.training.distributed.cluster_ranks` reads its rank
@@ -43,12 +43,13 @@ from graphssl.methods.base import SSLMethod
 from graphssl.tasks.components import build_datamodule, build_method
 from graphssl.training import distributed
 from graphssl.training.trainer import FitResult, Trainer
-from graphssl.utils import seed_everything
+from graphssl.utils import seed_everything, system_allocator
 
 __all__ = [
     "DevicesFit",
     "extract_on_ranks",
     "fit_on_devices",
+    "share_with_ranks",
     "shared_sampler_index",
     "train_as_task",
 ]
@@ -115,11 +116,9 @@ def fit_on_devices(
                 main, ranks, device=device, timeout_s=trainer.dist_timeout_s, threads=threads
             )
         container = OmegaConf.to_container(cfg, resolve=True)
-        # one graph: the spawned ranks get rank 0's prepared graph, its tensors moved to shared
-        # memory by torch.multiprocessing's pickler, instead of each loading its own copy; and
-        # one sampler index of it, built here in shared memory before the ranks start
-        graph = None if dm.is_graph_level else dm.data
-        index = shared_sampler_index(trainer, dm)
+        # one graph: the spawned ranks get rank 0's prepared graph and sampler index in shared
+        # memory instead of each loading and converting its own copy
+        graph, index = share_with_ranks(trainer, dm)
         threads = distributed.threads_per_rank(world, cfg.get("num_threads"))
         settings = None if extraction is None else dict(extraction)
         return distributed.launch(
@@ -133,6 +132,26 @@ def fit_on_devices(
         )
     finally:
         distributed.revert_sync_batchnorm(method)
+
+
+def share_with_ranks(trainer: Trainer, dm: DataModule) -> tuple[Data | None, SamplerIndex | None]:
+    """What rank 0 hands the spawned ranks: its graph, its tensors moved to shared memory
+    (``None`` for graph-level data, which each rank rebuilds), and the sampler index of
+    :func:`shared_sampler_index`.
+
+    torch.multiprocessing's pickler would move the graph when the ranks start; moving it here,
+    before the index is built, keeps the index's sort from running while the graph is in memory
+    twice (a graph mapped from a file, as ``synthetic_large`` loads its cache, stays mapped
+    until all its tensors are copied). Both run under :func:`~graphssl.utils.system_allocator`,
+    so the memory they free (the copied tensors, the sort's temporaries) goes back to the system
+    instead of staying in rank 0's heap under ``cpu_allocator=reuse``.
+    """
+    graph = None if dm.is_graph_level else dm.data
+    with system_allocator():
+        if graph is not None:
+            graph.share_memory_()
+        index = shared_sampler_index(trainer, dm)
+    return graph, index
 
 
 def shared_sampler_index(trainer: Trainer, dm: DataModule) -> SamplerIndex | None:

@@ -737,6 +737,8 @@ def test_spawned_ranks_adopt_rank_0s_shared_sampler_index(
     index = handed["args"][-1]
     assert isinstance(index, sampler.SamplerIndex) and index is dm.sampler_index()
     assert index.row.is_shared() and index.colptr.is_shared()
+    graph = handed["args"][1]  # moved to shared memory before the index was built from it
+    assert graph is dm.data and graph.x.is_shared() and graph.edge_index.is_shared()
 
     # rank 1, as a spawned process builds it, converts nothing: it samples from rank 0's index
     def no_conversion(*args: object, **kwargs: object) -> None:
