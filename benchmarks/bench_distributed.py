@@ -4,8 +4,9 @@ Trains a node method (default DGI, GraphSAGE encoder) on neighbour-sampled mini-
 graph at a fixed **global** batch (``--batch`` seed nodes per step) under each configuration
 ``DxT`` of ``--configs`` (``D`` ranks of ``T`` torch threads each; default ``1x1 1x2 2x1``).
 ``D = 1`` is the ordinary single-process loop; ``D > 1`` is the spawned multi-process fit of
-the train task (:func:`graphssl.training.distributed.launch`, gloo): rank 0 hands its graph to
-the other ranks through shared memory and each rank builds its method and trainer with
+the train task (:func:`graphssl.training.distributed.launch`, gloo): rank 0 hands its graph and
+the sampler's CSC index of it (built once, :func:`graphssl.tasks.devices.share_with_ranks`)
+to the other ranks through shared memory and each rank builds its method and trainer with
 :func:`graphssl.tasks.devices._rank_worker`, as ``trainer.devices=D`` does, taking ``--batch /
 D`` seeds per step, so every configuration takes the same optimizer steps on batches of the
 same size. Only training runs (no extraction or evaluation).
@@ -13,12 +14,12 @@ same size. Only training runs (no extraction or evaluation).
 Each configuration runs in a child process of its own, one after the other, so that no peak
 mixes with another's. The figures:
 
-- **epoch**: the first epoch is a warm-up (the CSC conversion of the graph, first-touch
-  allocations) and is left out; the figure is the median over the other epochs, on rank 0
-  (every rank waits for the others at each step). With ``--max-batches N`` every epoch of every
+- **epoch**: the first epoch is a warm-up (the CSC conversion of the graph for one process,
+  first-touch allocations) and is left out; the figure is the median over the other epochs, on rank
+  0 (every rank waits for the others at each step). With ``--max-batches N`` every epoch of every
   configuration trains on its first ``N`` batches only and the epoch is extrapolated from
-  steps/epoch (``seconds × steps / N``; the output says so). Wall seconds, and CPU seconds of
-  the whole job (every rank's process CPU time, threads included, summed).
+  steps/epoch (``seconds × steps / N``; the output says so). Wall seconds, and CPU seconds of the
+  whole job (every rank's process CPU time, threads included, summed).
 - **peak memory**: for one process, its peak resident set (``ru_maxrss`` from ``os.wait4``).
   For several ranks, the sum of the ranks' peak RSS (each rank's own ``ru_maxrss``), which
   counts the graph in shared memory once per rank that touched it, and the peak over time of the
@@ -29,11 +30,12 @@ mixes with another's. The figures:
   job at most 1.3× one process) is judged on the PSS figure against one process's peak PSS,
   sampled the same way: the RSS sum would charge the one shared graph to every rank. PSS is
   sampled (status every ``--status-interval`` s), so it can miss a peak shorter than that; the
-  per-rank ``RssShmem`` (the graph's shared pages) and ``RssAnon`` (private memory: each rank's
-  sampler CSC, model, batches) peaks are printed beside it.
+  per-rank ``RssShmem`` (the shared pages: the graph and the sampler's CSC index) and ``RssAnon``
+  (private memory: model, batches, sampler buffers) peaks are printed beside it.
 
 ``start-up`` is the time from the child's start to the first epoch (loading the graph; for
-several ranks also spawning them, importing, handing over the graph, building).
+several ranks also building the sampler index, spawning them, importing, handing over the graph
+and the index, building).
 
 GraphMAE is not benchmarked with ``D > 1``: graphssl refuses it on several processes (a seed's
 reconstruction reads its neighbours' codes, so the slices of a global batch do not give the
@@ -451,14 +453,15 @@ def make_clock() -> Any:
 
 
 def _rank(
-    rank: int, container: dict, graph: Any, name: str, data_seed: int, out: str
+    rank: int, container: dict, graph: Any, name: str, data_seed: int, index: Any, out: str
 ) -> Callable[[], None]:
     """A spawned rank: what ``trainer.devices=N`` builds there (the datamodule around rank 0's
-    shared graph, the method, the trainer), with an epoch clock; its figures go to ``out``."""
+    shared graph and sampler index, the method, the trainer), with an epoch clock; its figures
+    go to ``out``."""
     from graphssl.tasks.devices import _rank_worker
     from graphssl.training.trainer import Trainer
 
-    fit = _rank_worker(rank, container, graph, name, data_seed, None)
+    fit = _rank_worker(rank, container, graph, name, data_seed, None, index)
     trainer = fit.args[0] if hasattr(fit, "args") and fit.args else None
     if not isinstance(trainer, Trainer):
         raise TypeError(
@@ -482,6 +485,7 @@ def child(args: argparse.Namespace, config: Config, out: Path) -> dict[str, Any]
     from omegaconf import OmegaConf
 
     from graphssl.tasks.components import build_datamodule, build_method, set_threads
+    from graphssl.tasks.devices import share_with_ranks
     from graphssl.training import distributed
     from graphssl.utils import allocator, seed_everything
 
@@ -504,11 +508,11 @@ def child(args: argparse.Namespace, config: Config, out: Path) -> dict[str, Any]
             fit = main()
         else:  # the train task's spawned fit (graphssl.tasks.devices.fit_on_devices)
             container = OmegaConf.to_container(cfg, resolve=True)
-            graph = None if dm.is_graph_level else dm.data
+            graph, index = share_with_ranks(trainer, dm)
             fit = distributed.launch(
                 main,
                 _rank,
-                (container, graph, dm.name, dm.seed, str(out)),
+                (container, graph, dm.name, dm.seed, index, str(out)),
                 config.devices,
                 timeout_s=trainer.dist_timeout_s,
                 threads=config.threads,

@@ -212,6 +212,8 @@ def load_weights_only(
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 _DEFAULT_TRIM_THRESHOLD, _DEFAULT_MMAP_MAX = 128 * 1024, 65536
 _ALLOCATOR_MODES = ("reuse", "system")
+#: whether configure_allocator("reuse") applied its setting and restore_allocator has not run
+_reuse_in_force = False
 
 
 def check_allocator_mode(mode: str) -> None:
@@ -255,17 +257,22 @@ def configure_allocator(mode: str) -> bool:
     Raises:
         ValueError: for a mode other than ``"reuse"`` or ``"system"``.
     """
+    global _reuse_in_force
     check_allocator_mode(mode)
     libc = _glibc() if mode == "reuse" else None
     if libc is None:
         return False
     ok = libc.mallopt(_M_MMAP_MAX, 0) == 1
-    return bool(ok and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1)
+    applied = bool(ok and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1)
+    _reuse_in_force = _reuse_in_force or applied
+    return applied
 
 
 def restore_allocator() -> None:
     """glibc's own treatment of large blocks again, and the freed memory returned to the system
     (``malloc_trim``); nothing elsewhere than glibc."""
+    global _reuse_in_force
+    _reuse_in_force = False
     libc = _glibc()
     if libc is not None:
         libc.mallopt(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
@@ -284,3 +291,23 @@ def allocator(mode: str) -> Iterator[bool]:
     finally:
         if applied:
             restore_allocator()
+
+
+@contextlib.contextmanager
+def system_allocator() -> Iterator[bool]:
+    """glibc's own treatment of large blocks for the block when ``"reuse"`` is in force, then
+    ``"reuse"`` again; yields whether it was in force.
+
+    For one-off work whose large temporaries would otherwise stay in the process for good under
+    ``"reuse"`` (copying a graph into shared memory, sorting its edges once): freed memory held
+    before the block and what the block allocates and frees go back to the system.
+    """
+    if not _reuse_in_force:
+        yield False
+        return
+    restore_allocator()
+    try:
+        yield True
+    finally:
+        restore_allocator()  # what was freed in the block, back to the system
+        configure_allocator("reuse")

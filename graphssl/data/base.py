@@ -2,6 +2,9 @@
 
 A DataModule owns one dataset, its seeded splits and its loaders. Evaluation only touches
 ``data``, ``is_graph_level``, ``eval_dataloader()``, ``neighbor_loader()`` and ``splits()``.
+A node-level DataModule also keeps the CSC index its neighbour loaders sample from
+(:meth:`DataModule.sampler_index`), so that the training loader and the extraction loader over
+its graph share one.
 """
 
 from __future__ import annotations
@@ -10,11 +13,14 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
+
+if TYPE_CHECKING:
+    from graphssl.data.sampler import SamplerIndex
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,8 @@ class DataModule(ABC):
         self.name = name
         self.seed = int(seed)
         self._is_setup = False
+        # (graph, its edge_index, the sampler index built from them): see sampler_index()
+        self._sampler_index: tuple[Data, Tensor, SamplerIndex] | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def setup(self) -> None:
@@ -129,9 +137,12 @@ class DataModule(ABC):
         """A PyG ``NeighborLoader`` over :attr:`data` (or a prepared copy passed as ``data``).
 
         Uses PyG's compiled sampler when pyg-lib or torch-sparse is importable and graphssl's
-        pure-PyTorch backend otherwise.
+        pure-PyTorch backend otherwise. Over :attr:`data` itself (``data`` not given, or
+        :attr:`data` given), graphssl's sampler reads the index of :meth:`sampler_index`, built
+        on the first such call, instead of converting the graph for every loader; a prepared
+        copy (another graph object) is converted for its own loader.
         """
-        from graphssl.data.sampler import make_neighbor_loader
+        from graphssl.data.sampler import make_neighbor_loader, uses_torch_sampler
 
         self._require_setup()
         if self.is_graph_level:
@@ -139,14 +150,76 @@ class DataModule(ABC):
                 f"dataset {self.name!r} is graph-level; neighbor_loader() needs a "
                 f"node-level dataset"
             )
+        own = self.data
+        graph = own if data is None else data
+        index = None
+        if graph is own and uses_torch_sampler() and graph.edge_index is not None:
+            index = self._index_of(own, share_memory=False)
         return make_neighbor_loader(
-            data if data is not None else self.data,
+            graph,
             num_neighbors=[-1, -1] if num_neighbors is None else list(num_neighbors),
             batch_size=batch_size,
             input_nodes=input_nodes,
             shuffle=shuffle,
             seed=self.seed,
+            index=index,
         )
+
+    def sampler_index(self, *, share_memory: bool = False) -> SamplerIndex:
+        """The CSC index of :attr:`data` that neighbour sampling reads, built on the first call
+        and kept: every later :meth:`neighbor_loader` over :attr:`data` uses it.
+
+        The kept index belongs to the graph object it was built from (and that graph's
+        ``edge_index`` tensor): if :attr:`data` is another object, or its ``edge_index`` was
+        replaced, a new index is built.
+
+        Args:
+            share_memory: have the index's tensors in shared memory (a kept index is moved
+                there), so that processes it is handed to map the same pages instead of
+                copying them (default: ``False``).
+
+        Raises:
+            ValueError: for a graph-level dataset, or a graph without ``edge_index``.
+        """
+        self._require_setup()
+        if self.is_graph_level:
+            raise ValueError(
+                f"dataset {self.name!r} is graph-level; sampler_index() needs a node-level dataset"
+            )
+        return self._index_of(self.data, share_memory=share_memory)
+
+    def set_sampler_index(self, index: SamplerIndex) -> None:
+        """Use ``index`` as the CSC index of :attr:`data` from now on (e.g. the index another
+        process built over the same graph and handed over in shared memory), so that no loader
+        over :attr:`data` converts the graph.
+
+        Raises:
+            TypeError/ValueError: ``index`` is not a
+                :class:`~graphssl.data.sampler.SamplerIndex` whose sizes fit :attr:`data`.
+        """
+        from graphssl.data.sampler import check_sampler_index
+
+        self._require_setup()
+        data = self.data
+        check_sampler_index(index, data)
+        self._sampler_index = (data, data.edge_index, index)
+
+    def _index_of(self, data: Data, *, share_memory: bool) -> SamplerIndex:
+        """The kept index when it was built from ``data`` as it is now, else a new one (kept)."""
+        from graphssl.data.sampler import build_sampler_index
+
+        kept = getattr(self, "_sampler_index", None)
+        if kept is not None and kept[0] is data and kept[1] is data.edge_index:
+            index = kept[2]
+            if share_memory:
+                for t in index:
+                    if t is not None:
+                        t.share_memory_()
+            return index
+        self._sampler_index = None  # the old index is freed before the new one is built
+        index = build_sampler_index(data, share_memory=share_memory)
+        self._sampler_index = (data, data.edge_index, index)
+        return index
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, seed={self.seed})"

@@ -15,6 +15,12 @@ found through a global node -> first-position map kept across batches (one ``sca
 with ``amin`` and one gather, no ``unique``), so the whole batch costs a few passes over its
 sampled edges; on an ogbn-products-size graph it samples faster than torch-sparse's compiled
 ``neighbor_sample`` (``benchmarks/bench_sampler.py``).
+
+The sampler reads the graph in CSC form (:class:`SamplerIndex`: ``colptr``, ``row`` and the
+edge permutation ``perm``), about 0.94 GiB at ogbn-products size. :func:`build_sampler_index`
+builds it once; a sampler given that index (``index=``) uses it as it is instead of converting
+the graph again, so the loaders of one graph, and the processes of a multi-process fit (the
+index in shared memory), all read one copy.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import operator
 import warnings
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 import torch_geometric.typing
@@ -31,12 +37,17 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.sampler import NeighborSampler, SamplerOutput
 from torch_geometric.sampler.base import SubgraphType
+from torch_geometric.sampler.utils import to_csc
 
 __all__ = [
+    "SamplerIndex",
     "TorchNeighborSampler",
+    "build_sampler_index",
+    "check_sampler_index",
     "epoch_seed",
     "make_neighbor_loader",
     "set_loader_epoch",
+    "uses_torch_sampler",
     "validate_num_neighbors",
 ]
 
@@ -88,6 +99,114 @@ def validate_num_neighbors(num_neighbors: Any) -> list[int]:
     return out
 
 
+class SamplerIndex(NamedTuple):
+    """A graph's edges in the CSC form :class:`TorchNeighborSampler` samples from.
+
+    Attributes:
+        colptr: ``(num_nodes + 1,)`` offsets: the in-edges of node ``v`` are CSC edges
+            ``colptr[v]:colptr[v + 1]``.
+        row: ``(num_edges,)`` source node of each CSC edge.
+        perm: ``(num_edges,)`` position in ``edge_index`` of each CSC edge (edge attributes
+            follow the sampled edges through it), ``None`` when ``edge_index`` was already
+            sorted by target.
+    """
+
+    colptr: Tensor
+    row: Tensor
+    perm: Tensor | None
+
+
+def build_sampler_index(
+    data: Data, *, is_sorted: bool = False, share_memory: bool = False
+) -> SamplerIndex:
+    """The CSC index of ``data`` that :class:`TorchNeighborSampler` samples from.
+
+    The conversion is PyG's own (``torch_geometric.sampler.utils.to_csc``, what
+    ``NeighborSampler`` runs on construction), so a sampler given this index draws the batches
+    it would draw after converting ``data`` itself.
+
+    Args:
+        data: homogeneous graph with ``edge_index``.
+        is_sorted: whether ``edge_index`` is already sorted by target (default: ``False``).
+        share_memory: put the tensors in shared memory, so that processes the index is handed
+            to (``torch.multiprocessing``) map the same pages instead of copying them
+            (default: ``False``).
+
+    Raises:
+        TypeError: for a graph that is not a ``torch_geometric.data.Data``.
+        ValueError: for a graph without ``edge_index``.
+    """
+    if not isinstance(data, Data):
+        raise TypeError(
+            f"build_sampler_index needs a homogeneous torch_geometric.data.Data, got "
+            f"{type(data).__name__}"
+        )
+    if data.edge_index is None:
+        raise ValueError("build_sampler_index needs a graph with edge_index, got none")
+    colptr, row, perm = to_csc(data, device="cpu", share_memory=share_memory, is_sorted=is_sorted)
+    return SamplerIndex(colptr, row, perm)
+
+
+def check_sampler_index(index: SamplerIndex, data: Data) -> None:
+    """Check that ``index`` has the shape of the CSC index of ``data``.
+
+    Only sizes are compared (one node offset more than ``data`` has nodes, one source per edge,
+    the last offset equal to the edge count), not every edge: an index must come from
+    :func:`build_sampler_index` on this graph, or on a copy with the same ``edge_index``.
+
+    Raises:
+        TypeError: ``index`` is not a :class:`SamplerIndex` of tensors.
+        ValueError: its sizes do not match ``data``'s nodes and edges.
+    """
+    if not isinstance(index, SamplerIndex):
+        raise TypeError(
+            f"a sampler index must be a SamplerIndex (from build_sampler_index), got "
+            f"{type(index).__name__}"
+        )
+    colptr, row, perm = index
+    if not (
+        isinstance(colptr, Tensor)
+        and isinstance(row, Tensor)
+        and (perm is None or isinstance(perm, Tensor))
+    ):
+        raise TypeError(
+            f"a SamplerIndex holds tensors colptr, row and perm (or perm=None), got "
+            f"{type(colptr).__name__}, {type(row).__name__} and {type(perm).__name__}"
+        )
+    num_nodes = int(data.num_nodes)
+    num_edges = int(data.num_edges)
+    last = int(colptr[-1]) if colptr.dim() == 1 and colptr.numel() else None
+    if colptr.dim() != 1 or colptr.numel() != num_nodes + 1:
+        raise ValueError(
+            f"the sampler index does not fit the graph: its colptr has shape "
+            f"{tuple(colptr.shape)}, expected ({num_nodes + 1},) for a graph of {num_nodes} "
+            f"nodes; build the index from this graph with build_sampler_index(data)"
+        )
+    if row.dim() != 1 or row.numel() != num_edges or last != num_edges:
+        raise ValueError(
+            f"the sampler index does not fit the graph: it holds {row.numel()} source(s) and "
+            f"colptr[-1]={last}, expected both equal to the graph's {num_edges} edges; build "
+            f"the index from this graph with build_sampler_index(data)"
+        )
+    if perm is not None and (perm.dim() != 1 or perm.numel() != num_edges):
+        raise ValueError(
+            f"the sampler index does not fit the graph: its perm has shape "
+            f"{tuple(perm.shape)}, expected ({num_edges},), one position per edge; build the "
+            f"index from this graph with build_sampler_index(data)"
+        )
+    if colptr.is_floating_point() or row.is_floating_point():
+        raise ValueError(
+            f"the sampler index must hold integer tensors, got colptr {colptr.dtype} and row "
+            f"{row.dtype}"
+        )
+
+
+def uses_torch_sampler() -> bool:
+    """Whether :func:`make_neighbor_loader` samples with :class:`TorchNeighborSampler` (neither
+    pyg-lib nor torch-sparse importable), the sampler a :class:`SamplerIndex` is for."""
+    return not (torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE)
+
+
 class TorchNeighborSampler(NeighborSampler):
     """PyG ``NeighborSampler`` whose homogeneous sampling step is plain PyTorch.
 
@@ -111,6 +230,13 @@ class TorchNeighborSampler(NeighborSampler):
         is_sorted: whether ``edge_index`` is already sorted by target (default: ``False``).
         share_memory: move the CSC tensors to shared memory for worker processes
             (default: ``False``).
+        index: the CSC index of ``data`` (:func:`build_sampler_index`), used as it is (its
+            tensors, not copies) instead of converting ``data``; ``None``: convert ``data``
+            (default: ``None``).
+
+    Raises:
+        TypeError/ValueError: for a non-``Data`` graph, a malformed ``num_neighbors``,
+            ``subgraph_type='induced'`` or an ``index`` whose sizes do not fit ``data``.
     """
 
     def __init__(
@@ -122,6 +248,7 @@ class TorchNeighborSampler(NeighborSampler):
         subgraph_type: SubgraphType | Literal["directional", "bidirectional"] = "directional",
         is_sorted: bool = False,
         share_memory: bool = False,
+        index: SamplerIndex | None = None,
     ) -> None:
         if not isinstance(data, Data):
             raise TypeError(
@@ -135,17 +262,30 @@ class TorchNeighborSampler(NeighborSampler):
                 f"{type(self).__name__} does not support subgraph_type='induced'; use "
                 f"'directional' or 'bidirectional', or install pyg-lib / torch-sparse"
             )
+        if index is not None:
+            check_sampler_index(index, data)
+        # With an index, PyG's constructor runs on an edgeless stand-in of the graph (its CSC
+        # conversion is then an empty one) and the index takes the converted tensors' place.
+        # Nothing else it sets depends on the edges: edge times and weights stay None, as this
+        # sampler passes neither time_attr nor weight_attr.
+        source = data if index is None else _edgeless(data)
         with warnings.catch_warnings():
             # PyG warns that sampling without pyg-lib is deprecated: this class is the
             # replacement it warns about, so the warning does not apply.
             warnings.filterwarnings("ignore", message=".*without a 'pyg-lib' installation.*")
             super().__init__(
-                data,
+                source,
                 fanouts,
                 subgraph_type=subgraph_type,
-                is_sorted=is_sorted,
-                share_memory=share_memory,
+                is_sorted=is_sorted or index is not None,
+                share_memory=share_memory and index is None,
             )
+        if index is not None:
+            if share_memory:
+                for t in index:
+                    if t is not None:
+                        t.share_memory_()
+            self.colptr, self.row, self.perm = index.colptr, index.row, index.perm
         self.seed = int(seed)
         self._stream_seed = self.seed  # seed of the current epoch's stream (see set_epoch)
         self.generator = torch.Generator(device="cpu").manual_seed(self.seed)
@@ -349,6 +489,11 @@ class TorchNeighborSampler(NeighborSampler):
         return _concat(eids), _concat(targets)
 
 
+def _edgeless(data: Data) -> Data:
+    """A graph with ``data``'s node count and no edges."""
+    return Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=int(data.num_nodes))
+
+
 def _concat(tensors: list[Tensor]) -> Tensor:
     """``torch.cat`` of 1-D int64 tensors, by copies into one ``empty`` tensor (several times
     faster than ``torch.cat`` on CPU for the large index tensors of a batch)."""
@@ -396,6 +541,7 @@ def make_neighbor_loader(
     input_nodes: Tensor | None = None,
     shuffle: bool = False,
     seed: int = 0,
+    index: SamplerIndex | None = None,
 ) -> NeighborLoader:
     """A PyG ``NeighborLoader`` over ``data`` with a sampler that works on this install.
 
@@ -412,10 +558,13 @@ def make_neighbor_loader(
         shuffle: shuffle the seeds every epoch (default: ``False``).
         seed: seeds the shuffling and graphssl's sampler; PyG's compiled samplers draw from
             torch's global RNG instead (default: ``0``).
+        index: the CSC index of ``data`` (:func:`build_sampler_index`) for graphssl's sampler
+            to use instead of converting ``data`` again; PyG's compiled samplers convert the
+            graph themselves and ignore it (default: ``None``).
 
     Raises:
         TypeError/ValueError: for a malformed ``num_neighbors``, a non-positive
-            ``batch_size`` or a non-``Data`` graph.
+            ``batch_size``, a non-``Data`` graph or an ``index`` that does not fit ``data``.
     """
     fanouts = validate_num_neighbors(num_neighbors)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
@@ -434,10 +583,10 @@ def make_neighbor_loader(
         "shuffle": shuffle,
         "generator": generator,
     }
-    if torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE:
+    if not uses_torch_sampler():
         loader = NeighborLoader(data, num_neighbors=fanouts, **kwargs)
     else:
-        sampler = TorchNeighborSampler(data, fanouts, seed=seed)
+        sampler = TorchNeighborSampler(data, fanouts, seed=seed, index=index)
         loader = NeighborLoader(data, num_neighbors=fanouts, neighbor_sampler=sampler, **kwargs)
     loader.graphssl_seed = int(seed)  # type: ignore[attr-defined]  # read by set_loader_epoch
     return loader

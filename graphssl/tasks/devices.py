@@ -7,12 +7,16 @@ With ``trainer.devices=1`` and ``trainer.num_nodes=1`` (the defaults) :func:`fit
 * **spawned** (one machine, one process of a job): this process (the Hydra job, which holds the
   MLflow run) becomes rank 0 and :func:`graphssl.training.distributed.launch` spawns ranks
   ``1..N-1``; each gets rank 0's graph through shared memory (or rebuilds a graph or image
-  dataset) and builds the method from the resolved config (:func:`_rank_worker`);
+  dataset) and builds the method from the resolved config (:func:`_rank_worker`). For
+  neighbour-sampled training, rank 0 also builds the sampler's CSC index of the graph once, in
+  shared memory, and every rank samples from that one copy (:func:`share_with_ranks`);
 * **cluster tasks** (a SLURM job step of ``devices`` tasks on each of ``num_nodes`` machines,
   as ``hydra/launcher=submitit_slurm`` with ``tasks_per_node``/``nodes`` starts it): every task
   runs the train task, and :func:`~graphssl.training.distributed.cluster_ranks` reads its rank
   from the scheduler's environment. Task 0 is rank 0 and opens the MLflow run; every other task
-  runs :func:`train_as_task` instead, which never opens the store.
+  runs :func:`train_as_task` instead, which never opens the store. The tasks are separate
+  processes, possibly on separate machines: each loads its own graph and builds its own
+  sampler index.
 
 Either way the other ranks run the same training loop with no callbacks: only rank 0 logs,
 checkpoints and evaluates. After the fit, mini-batch and layer-wise extraction are shared out
@@ -33,14 +37,22 @@ from torch_geometric.data import Data
 
 from graphssl.data.base import DataModule
 from graphssl.data.node import InMemoryNodeDataModule
+from graphssl.data.sampler import SamplerIndex, uses_torch_sampler
 from graphssl.evaluation.extraction import ShardedExtraction, extract_sharded
 from graphssl.methods.base import SSLMethod
 from graphssl.tasks.components import build_datamodule, build_method
 from graphssl.training import distributed
 from graphssl.training.trainer import FitResult, Trainer
-from graphssl.utils import seed_everything
+from graphssl.utils import seed_everything, system_allocator
 
-__all__ = ["DevicesFit", "extract_on_ranks", "fit_on_devices", "train_as_task"]
+__all__ = [
+    "DevicesFit",
+    "extract_on_ranks",
+    "fit_on_devices",
+    "share_with_ranks",
+    "shared_sampler_index",
+    "train_as_task",
+]
 
 
 @dataclass
@@ -104,15 +116,15 @@ def fit_on_devices(
                 main, ranks, device=device, timeout_s=trainer.dist_timeout_s, threads=threads
             )
         container = OmegaConf.to_container(cfg, resolve=True)
-        # one graph: the spawned ranks get rank 0's prepared graph, its tensors moved to shared
-        # memory by torch.multiprocessing's pickler, instead of each loading its own copy
-        graph = None if dm.is_graph_level else dm.data
+        # one graph: the spawned ranks get rank 0's prepared graph and sampler index in shared
+        # memory instead of each loading and converting its own copy
+        graph, index = share_with_ranks(trainer, dm)
         threads = distributed.threads_per_rank(world, cfg.get("num_threads"))
         settings = None if extraction is None else dict(extraction)
         return distributed.launch(
             main,
             _rank_worker,
-            (container, graph, dm.name, dm.seed, settings),
+            (container, graph, dm.name, dm.seed, settings, index),
             world,
             device=device,
             timeout_s=trainer.dist_timeout_s,
@@ -120,6 +132,40 @@ def fit_on_devices(
         )
     finally:
         distributed.revert_sync_batchnorm(method)
+
+
+def share_with_ranks(trainer: Trainer, dm: DataModule) -> tuple[Data | None, SamplerIndex | None]:
+    """What rank 0 hands the spawned ranks: its graph, its tensors moved to shared memory
+    (``None`` for graph-level data, which each rank rebuilds), and the sampler index of
+    :func:`shared_sampler_index`.
+
+    torch.multiprocessing's pickler would move the graph when the ranks start; moving it here,
+    before the index is built, keeps the index's sort from running while the graph is in memory
+    twice (a graph mapped from a file, as ``synthetic_large`` loads its cache, stays mapped
+    until all its tensors are copied). Both run under :func:`~graphssl.utils.system_allocator`,
+    so the memory they free (the copied tensors, the sort's temporaries) goes back to the system
+    instead of staying in rank 0's heap under ``cpu_allocator=reuse``.
+    """
+    graph = None if dm.is_graph_level else dm.data
+    with system_allocator():
+        if graph is not None:
+            graph.share_memory_()
+        index = shared_sampler_index(trainer, dm)
+    return graph, index
+
+
+def shared_sampler_index(trainer: Trainer, dm: DataModule) -> SamplerIndex | None:
+    """The sampler's CSC index of ``dm``'s graph in shared memory, for the spawned ranks of a
+    neighbour-sampled fit to adopt (:func:`_rank_worker`); ``None`` when the fit does not
+    sample neighbours (full-batch, graph-level data) or PyG's compiled sampler, which converts
+    the graph itself, samples them.
+
+    ``dm`` keeps the index (:meth:`~graphssl.data.base.DataModule.sampler_index`), so rank 0's
+    own loaders, training and then mini-batch extraction, read the same shared copy.
+    """
+    if not trainer.mini_batch or dm.is_graph_level or not uses_torch_sampler():
+        return None
+    return dm.sampler_index(share_memory=True)
 
 
 def extract_on_ranks(
@@ -188,11 +234,13 @@ def _rank_worker(
     name: str,
     data_seed: int,
     extraction: dict[str, Any] | None = None,
+    index: SamplerIndex | None = None,
 ) -> Callable[[], None]:
     """Rank ``rank`` (>= 1) of a spawned multi-process fit: the datamodule (around rank 0's
-    shared ``graph`` when there is one), method and trainer of the config, seeded as rank 0
-    seeds them; returns their fit (then the shared extraction), without callbacks, progress bar
-    or epoch log."""
+    shared ``graph`` when there is one, adopting rank 0's shared sampler ``index`` when given,
+    so that its loaders do not convert the graph again), method and trainer of the config,
+    seeded as rank 0 seeds them; returns their fit (then the shared extraction), without
+    callbacks, progress bar or epoch log."""
     cfg = OmegaConf.create(container)
     assert isinstance(cfg, DictConfig)
     seed_everything(int(cfg.seed))
@@ -202,6 +250,8 @@ def _rank_worker(
         seed_everything(int(cfg.seed))  # as rank 0, which built its datamodule after seeding
     else:
         dm = build_datamodule(cfg)
+    if index is not None:
+        dm.set_sampler_index(index)
     method = build_method(cfg, dm)
     device = distributed.rank_device(str(cfg.trainer.device), rank)
     trainer = _rank_trainer(cfg, device)

@@ -452,9 +452,10 @@ class Trainer:
             return self._rank_batches(datamodule, method, epoch)
         if not self.mini_batch:
             return datamodule.train_dataloader()
-        # One loader per datamodule, kept across epochs (building it converts the graph to CSC);
-        # each epoch's shuffling and sampling are seeded from (seed, epoch), so resuming at an
-        # epoch gives the batches an uninterrupted run has there.
+        # One loader per datamodule, kept across epochs (its sampler reads the datamodule's CSC
+        # index of the graph, built with the first loader); each epoch's shuffling and sampling
+        # are seeded from (seed, epoch), so resuming at an epoch gives the batches an
+        # uninterrupted run has there.
         if self._train_loader is None or self._train_loader[0] is not datamodule:
             fanout = self.num_neighbors or default_fanout(method)
             loader = datamodule.neighbor_loader(fanout, self.batch_size, shuffle=True)

@@ -118,3 +118,44 @@ def test_allocator_benchmark_counts_the_faults_reuse_avoids() -> None:
     # (a few faults remain, which the kernel's own page sampling adds while the process runs)
     assert faults["system"] > 8000 and faults["reuse"] < faults["system"] / 3, out
     assert "ratio system / reuse:" in out and "load average:" in out
+
+
+_PAUSED = textwrap.dedent(
+    """
+    import os, torch
+    from graphssl.utils import allocator, system_allocator
+
+    def rss_mb():
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    with system_allocator() as outside:  # no "reuse" in force: nothing to pause
+        pass
+    with allocator("reuse"):
+        x = torch.ones(64 * 2**20)  # 256 MB, freed: kept by the process
+        del x
+        kept = rss_mb()
+        with system_allocator() as paused:
+            y = torch.ones(64 * 2**20)  # 256 MB, allocated and freed in the block
+            del y
+            released = kept - rss_mb()
+        before = rss_mb()
+        z = torch.ones(32 * 2**20)  # 128 MB, freed after the block: kept again
+        del z
+        kept_after = rss_mb() - before
+    print(outside, paused, released, kept_after)
+    """
+)
+
+
+@glibc_only
+def test_system_allocator_returns_what_is_freed_in_the_block_then_reuses_again() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _PAUSED], capture_output=True, text=True, check=True
+    ).stdout.split()
+    outside, paused, released_mb, kept_after_mb = out[0], out[1], float(out[2]), float(out[3])
+    assert outside == "False" and paused == "True"
+    # the 256 MB kept before the block went back to the system, and the block's own did not stay
+    assert released_mb > 200
+    # after the block "reuse" is in force again: a freed 128 MB block stays in the process
+    assert kept_after_mb > 100

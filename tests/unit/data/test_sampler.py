@@ -8,7 +8,9 @@ import torch_geometric.typing
 from torch_geometric.data import Data, HeteroData
 
 from graphssl.data.sampler import (
+    SamplerIndex,
     TorchNeighborSampler,
+    build_sampler_index,
     make_neighbor_loader,
     validate_num_neighbors,
 )
@@ -264,3 +266,111 @@ def test_loader_epochs_reshuffle_and_resume() -> None:
     assert all(torch.equal(a, b) for a, b in zip(run[2], again, strict=True))
     with pytest.raises(ValueError, match="make_neighbor_loader"):
         set_loader_epoch(torch.utils.data.DataLoader([1, 2]), 0)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------- a given index
+def _batches(loader, epochs: int) -> list[tuple[torch.Tensor, ...]]:
+    from graphssl.data.sampler import set_loader_epoch
+
+    out = []
+    for epoch in range(epochs):
+        set_loader_epoch(loader, epoch)
+        out += [(b.n_id, b.edge_index, b.e_id, b.edge_attr, b.edge_weight) for b in loader]
+    return out
+
+
+@pytest.mark.parametrize("share_memory", [False, True])
+def test_a_given_index_samples_the_batches_of_a_converted_graph(
+    monkeypatch: pytest.MonkeyPatch, share_memory: bool
+) -> None:
+    monkeypatch.setattr(torch_geometric.typing, "WITH_PYG_LIB", False)
+    monkeypatch.setattr(torch_geometric.typing, "WITH_TORCH_SPARSE", False)
+    data = _random_graph()
+    index = build_sampler_index(data, share_memory=share_memory)
+    assert index.perm is not None  # the graph's edges are not sorted by target
+    assert index.row.is_shared() == share_memory
+    converted = make_neighbor_loader(data, [4, 3], batch_size=48, shuffle=True, seed=2)
+    given = make_neighbor_loader(data, [4, 3], batch_size=48, shuffle=True, seed=2, index=index)
+    sampler = given.node_sampler
+    assert sampler.colptr is index.colptr and sampler.row is index.row
+    assert sampler.perm is index.perm
+    assert sampler.num_nodes == data.num_nodes
+    expected, got = _batches(converted, 3), _batches(given, 3)
+    assert len(got) == len(expected) == 3 * 7
+    for a, b in zip(expected, got, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    # the three epochs differ from each other: the comparison covers resampled batches
+    assert not torch.equal(got[0][0], got[7][0])
+
+
+def test_an_index_that_does_not_fit_the_graph_is_refused() -> None:
+    data = _random_graph()
+    colptr, row, perm = build_sampler_index(data)
+    other = build_sampler_index(_random_graph(num_nodes=200, num_edges=1000))
+    with pytest.raises(ValueError, match=r"colptr has shape \(201,\), expected \(301,\)"):
+        TorchNeighborSampler(data, [2], index=other)
+    with pytest.raises(ValueError, match=rf"holds {row.numel() - 1} source.*{row.numel()} edges"):
+        TorchNeighborSampler(data, [2], index=SamplerIndex(colptr, row[:-1], perm))
+    short = colptr.clone()
+    short[-1] -= 1
+    with pytest.raises(ValueError, match=rf"colptr\[-1\]={row.numel() - 1}, expected both"):
+        make_neighbor_loader(data, [2], batch_size=8, index=SamplerIndex(short, row, perm))
+    with pytest.raises(ValueError, match=r"its perm has shape \(3,\)"):
+        TorchNeighborSampler(data, [2], index=SamplerIndex(colptr, row, perm[:3]))
+    with pytest.raises(TypeError, match=r"must be a SamplerIndex.*got tuple"):
+        TorchNeighborSampler(data, [2], index=(colptr, row, perm))  # type: ignore[arg-type]
+    # an index of the right sizes is taken
+    assert TorchNeighborSampler(data, [2], index=SamplerIndex(colptr, row, None)).perm is None
+
+
+def test_datamodule_keeps_one_index_per_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    import copy
+
+    from graphssl.data import sampler as sampler_module
+    from graphssl.data.node import InMemoryNodeDataModule
+
+    monkeypatch.setattr(torch_geometric.typing, "WITH_PYG_LIB", False)
+    monkeypatch.setattr(torch_geometric.typing, "WITH_TORCH_SPARSE", False)
+    built: list[SamplerIndex] = []
+    real = sampler_module.build_sampler_index
+
+    def counting(*args, **kwargs) -> SamplerIndex:
+        built.append(real(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(sampler_module, "build_sampler_index", counting)
+    dm = InMemoryNodeDataModule(_random_graph(), name="random", split="random")
+    train = dm.neighbor_loader([3, 2], 32, shuffle=True)
+    extract = dm.neighbor_loader([-1, -1], 64, data=dm.data)  # the graph itself, passed
+    assert len(built) == 1
+    assert train.node_sampler.row is extract.node_sampler.row is built[0].row
+    assert dm.sampler_index() is built[0]
+    # moved to shared memory in place: the loaders read the same pages
+    shared = dm.sampler_index(share_memory=True)
+    assert shared is built[0] and train.node_sampler.row.is_shared() and len(built) == 1
+    # a prepared copy is another graph: its loader converts it, the kept index stays
+    prepared = copy.copy(dm.data)
+    own = dm.neighbor_loader([2], 32, data=prepared)
+    assert own.node_sampler.row is not built[0].row and dm.sampler_index() is built[0]
+    # a replaced edge_index is another graph too
+    dm.data.edge_index = dm.data.edge_index.flip(0)
+    flipped = dm.neighbor_loader([2], 32)
+    assert len(built) == 2 and flipped.node_sampler.row is built[1].row
+
+
+def test_datamodule_adopts_a_given_index_and_refuses_one_of_another_graph(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from graphssl.data.node import InMemoryNodeDataModule
+
+    monkeypatch.setattr(torch_geometric.typing, "WITH_PYG_LIB", False)
+    monkeypatch.setattr(torch_geometric.typing, "WITH_TORCH_SPARSE", False)
+    data = _random_graph()
+    index = build_sampler_index(data)
+    dm = InMemoryNodeDataModule(data, name="random", split="random")
+    dm.set_sampler_index(index)
+    assert dm.sampler_index() is index
+    assert dm.neighbor_loader([2], 16).node_sampler.row is index.row
+    small = InMemoryNodeDataModule(_random_graph(num_nodes=50, num_edges=200), name="small")
+    with pytest.raises(ValueError, match=r"colptr has shape \(301,\), expected \(51,\)"):
+        small.set_sampler_index(index)

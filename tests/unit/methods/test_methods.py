@@ -138,6 +138,50 @@ def test_mini_batch_loader_is_kept_across_epochs(monkeypatch: pytest.MonkeyPatch
     assert len(result.losses) == 3 and len(built) == 1
 
 
+def test_mini_batch_training_and_extraction_share_one_sampler_index(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch_geometric.typing
+
+    from graphssl.data import sampler
+
+    monkeypatch.setattr(torch_geometric.typing, "WITH_PYG_LIB", False)
+    monkeypatch.setattr(torch_geometric.typing, "WITH_TORCH_SPARSE", False)
+    cfg = small_config(
+        "dgi",
+        "encoder=sage",
+        "trainer.epochs=2",
+        "trainer.mini_batch=true",
+        "trainer.batch_size=64",
+    )
+    seed_everything(0)
+    dm = build_datamodule(cfg)
+    method = build_method(cfg, dm)
+    built: list[sampler.SamplerIndex] = []
+    real_build = sampler.build_sampler_index
+
+    def counting_build(*args: object, **kwargs: object) -> sampler.SamplerIndex:
+        built.append(real_build(*args, **kwargs))  # type: ignore[arg-type]
+        return built[-1]
+
+    loaders: list[object] = []
+    real_loader = dm.neighbor_loader
+
+    def recording(*args: object, **kwargs: object) -> object:
+        loaders.append(real_loader(*args, **kwargs))  # type: ignore[arg-type]
+        return loaders[-1]
+
+    monkeypatch.setattr(sampler, "build_sampler_index", counting_build)
+    monkeypatch.setattr(dm, "neighbor_loader", recording)
+    instantiate(cfg.trainer).fit(method, dm)
+    mini, _ = extract_embeddings(method, dm, mini_batch=True)
+    # the training loader, then the extraction loader, over one index built once
+    assert len(loaders) == 2 and len(built) == 1
+    rows = [loader.node_sampler.row for loader in loaders]  # type: ignore[attr-defined]
+    assert rows[0] is rows[1] is built[0].row
+    assert mini.shape[0] == dm.data.num_nodes and torch.isfinite(mini).all()
+
+
 def test_training_is_deterministic() -> None:
     def once() -> torch.Tensor:
         cfg = small_config("grace", "trainer.epochs=3")

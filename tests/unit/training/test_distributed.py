@@ -761,6 +761,57 @@ def test_a_job_step_whose_tasks_do_not_match_the_ranks_is_refused(
     assert cfg.trainer.num_nodes == 2
 
 
+def test_spawned_ranks_adopt_rank_0s_shared_sampler_index(
+    outputs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch_geometric.typing
+    from hydra.utils import instantiate
+
+    from graphssl.data import sampler
+    from graphssl.tasks import devices
+    from graphssl.tasks.components import build_datamodule, build_method, prepare_train_config
+
+    monkeypatch.setattr(torch_geometric.typing, "WITH_PYG_LIB", False)
+    monkeypatch.setattr(torch_geometric.typing, "WITH_TORCH_SPARSE", False)
+    for var in SCHEDULER_VARS:
+        monkeypatch.delenv(var, raising=False)
+    cfg = prepare_train_config(_train_cfg(outputs_dir))
+    dm = build_datamodule(cfg)
+    dm.setup()
+    method = build_method(cfg, dm)
+    trainer = instantiate(cfg.trainer, callbacks=[], checkpoint_every=None)
+    handed: dict[str, Any] = {}
+
+    def spawn(main: Callable[[], Any], worker: Callable[..., Any], args: Any, *a: Any, **k: Any):
+        handed.update(worker=worker, args=args)
+        return "rank 0's result"
+
+    monkeypatch.setattr(distributed, "launch", spawn)
+    assert devices.fit_on_devices(cfg, trainer, method, dm) == "rank 0's result"
+    index = handed["args"][-1]
+    assert isinstance(index, sampler.SamplerIndex) and index is dm.sampler_index()
+    assert index.row.is_shared() and index.colptr.is_shared()
+    graph = handed["args"][1]  # moved to shared memory before the index was built from it
+    assert graph is dm.data and graph.x.is_shared() and graph.edge_index.is_shared()
+
+    # rank 1, as a spawned process builds it, converts nothing: it samples from rank 0's index
+    def no_conversion(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a spawned rank converted the graph to CSC")
+
+    monkeypatch.setattr(sampler, "build_sampler_index", no_conversion)
+    fit = handed["worker"](1, *handed["args"])
+    rank_dm = fit.args[2]
+    assert isinstance(rank_dm, DataModule) and rank_dm is not dm
+    assert rank_dm.sampler_index() is index
+    loader = rank_dm.neighbor_loader([5, 5], 16, shuffle=False)
+    rank_sampler = loader.node_sampler  # type: ignore[attr-defined]
+    assert rank_sampler.row.data_ptr() == index.row.data_ptr()
+    assert rank_sampler.colptr.data_ptr() == index.colptr.data_ptr()
+    # full-batch training samples no neighbours: no index is built for it
+    full = instantiate(cfg.trainer, mini_batch=False, callbacks=[], checkpoint_every=None)
+    assert devices.shared_sampler_index(full, dm) is None
+
+
 def test_spawned_ranks_never_import_the_tracking_store() -> None:
     # what a spawned rank imports: torch's spawn entry, then the worker's module
     code = (
