@@ -9,8 +9,7 @@ split, adds OGB's official metric where the dataset has one and the method's own
 where it has one, and evaluates an untrained encoder of the same architecture the same way (the
 baseline: what training added). It returns flat metric dicts keyed as graphssl logs them
 (``diag/<name>``, ``probe/<probe>/<split>_<metric>``, ``diag_baseline/<name>``,
-``time/<stage>_seconds``) and draws the figures (on a thread of their own while the rest runs,
-when asked); logging them is the tracking layer's job.
+``time/<stage>_seconds``) and draws the figures; logging them is the tracking layer's job.
 
 Probes declare the tasks they serve (:attr:`graphssl.evaluation.probe.Probe.tasks`): a
 classification dataset keeps every configured probe, a multilabel one those serving
@@ -27,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -51,9 +50,6 @@ from graphssl.evaluation.runner import (
 from graphssl.progress import stage
 from graphssl.threads import thread_budget
 from graphssl.utils import capture_rng, restore_rng, seed_everything
-
-if TYPE_CHECKING:
-    from graphssl.evaluation.plots import BackgroundFigures
 
 __all__ = ["BASELINE_FROM", "BASELINE_KEY", "HEADLINE", "Evaluation", "EvaluationResult", "gains"]
 
@@ -145,8 +141,6 @@ class EvaluationResult:
             extraction, ``extract/ranks`` (their number); with the baseline cache,
             ``graphssl.baseline_from`` (read from the cache) or ``graphssl.baseline_key``
             (computed and stored), each the entry's key.
-        figures: the figures being drawn on a thread of their own, when
-            :meth:`Evaluation.evaluate` was asked for them and figures are on; else ``None``.
     """
 
     embeddings: Tensor
@@ -154,7 +148,6 @@ class EvaluationResult:
     metrics: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
-    figures: BackgroundFigures | None = None
 
 
 class Evaluation:
@@ -532,20 +525,6 @@ class Evaluation:
             out[f"probe/{name}/baseline_{rest}"] = value
         return out
 
-    def _figure_draws(
-        self, z: Tensor, y: Tensor | None, seed: int, title: str | None
-    ) -> dict[str, Callable[[], Any]]:
-        """``{artifact file: function drawing it}``: the figures' numbers computed here, their
-        drawing left to the functions."""
-        from graphssl.evaluation import plots
-
-        spectrum = plots.spectrum_data(z, max_rows=self.figure_max_rows, seed=seed)
-        projection = plots.projection_data(z, y, seed=seed)
-        return {
-            "figures/spectrum.png": lambda: plots.draw_spectrum(spectrum, title=title),
-            "figures/projection.png": lambda: plots.draw_projection(projection, title=title),
-        }
-
     def figures(
         self, z: Tensor, y: Tensor | None, *, seed: int, title: str | None = None
     ) -> dict[str, Any]:
@@ -553,21 +532,14 @@ class Evaluation:
         rows) and the projection of ``z``; ``{}`` when figures are off."""
         if not self.figures_enabled:
             return {}
-        return {name: draw() for name, draw in self._figure_draws(z, y, seed, title).items()}
+        from graphssl.evaluation.plots import projection_figure, spectrum_figure
 
-    def start_figures(
-        self, z: Tensor, y: Tensor | None, *, seed: int, title: str | None = None
-    ) -> BackgroundFigures | None:
-        """:meth:`figures`, drawn and encoded as PNG on a thread of their own
-        (:class:`~graphssl.evaluation.plots.BackgroundFigures`): their numbers are computed
-        here (under the caller's thread budget), Matplotlib runs on the thread while the caller
-        goes on; an error of either is raised by the result's ``result()``. ``None`` when
-        figures are off (no thread, no Matplotlib)."""
-        if not self.figures_enabled:
-            return None
-        from graphssl.evaluation.plots import BackgroundFigures
-
-        return BackgroundFigures(lambda: self._figure_draws(z, y, seed, title))
+        return {
+            "figures/spectrum.png": spectrum_figure(
+                z, title=title, max_rows=self.figure_max_rows, seed=seed
+            ),
+            "figures/projection.png": projection_figure(z, y, seed=seed, title=title),
+        }
 
     # ------------------------------------------------------------------ all of it
     def evaluate(
@@ -581,18 +553,11 @@ class Evaluation:
         baseline_key: Mapping[str, Any] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         extracted: ShardedExtraction | None = None,
-        figures: bool = False,
-        figure_title: str | None = None,
     ) -> EvaluationResult:
         """Extract, diagnose and probe ``model`` on ``datamodule``; then the baseline, when
         ``untrained`` builds one (methods whose class sets ``has_untrained_baseline = False``
         get none), from the cache in ``cache_dir`` when ``baseline_key`` is given
         (:meth:`baseline`).
-
-        ``figures``: start the figures (:meth:`start_figures`, titled ``figure_title``) as
-        soon as the embeddings exist, so they are drawn while the diagnostics, probes and
-        baseline run; :attr:`EvaluationResult.figures` holds them (``None`` when figures are
-        off).
 
         Every BLAS and OpenMP pool loaded by then runs with torch's thread count throughout
         (:func:`graphssl.threads.thread_budget`): the process's one budget, also for the
@@ -604,16 +569,7 @@ class Evaluation:
         """
         with thread_budget():
             return self._evaluate(
-                model,
-                datamodule,
-                seed,
-                device,
-                untrained,
-                baseline_key,
-                cache_dir,
-                extracted,
-                figures,
-                figure_title,
+                model, datamodule, seed, device, untrained, baseline_key, cache_dir, extracted
             )
 
     def _evaluate(
@@ -626,8 +582,6 @@ class Evaluation:
         baseline_key: Mapping[str, Any] | None,
         cache_dir: str | os.PathLike[str] | None,
         extracted: ShardedExtraction | None = None,
-        figures: bool = False,
-        figure_title: str | None = None,
     ) -> EvaluationResult:
         if extracted is not None:
             plan, ranks = extracted.plan, extracted.ranks
@@ -643,8 +597,6 @@ class Evaluation:
             tags["extract/ranks"] = str(ranks)
         result = EvaluationResult(z, y, tags=tags)
         result.timings["time/extract_seconds"] = seconds
-        if figures:
-            result.figures = self.start_figures(z, y, seed=seed, title=figure_title)
         t0 = time.perf_counter()
         with stage("diagnostics"):
             result.metrics.update(self.diagnose(z))

@@ -112,8 +112,6 @@ def _train(cfg: DictConfig, signals: TaskSignals) -> dict[str, float]:
             train_seconds -= ranked.extracted.seconds
 
         device, seed = str(cfg.trainer.device), int(cfg.seed)
-        # the figures are drawn on a thread of their own while the rest of evaluation runs
-        title = f"{type(method).__name__} on {dm.name} · {run.run_name or run.run_id}"
         result = evaluation.evaluate(
             method,
             dm,
@@ -123,8 +121,6 @@ def _train(cfg: DictConfig, signals: TaskSignals) -> dict[str, float]:
             baseline_key=baseline_key(cfg, dm),
             cache_dir=cfg.paths.cache_dir,
             extracted=ranked.extracted,
-            figures=True,
-            figure_title=title,
         )
         stats = dict(getattr(dm, "graph_stats", dict)())  # data/avg_degree, ...
         run.log_dataset(dm.name, OmegaConf.to_container(cfg.dataset), stats)  # type: ignore[arg-type]
@@ -142,18 +138,13 @@ def _train(cfg: DictConfig, signals: TaskSignals) -> dict[str, float]:
         run.log_results(metrics, tags=result.tags)
 
         t0 = time.perf_counter()
-        figures = result.figures
-        if figures is not None:  # waits for the figures' thread; raises what it raised
-            run.log_figures(figures.result)
+        title = f"{type(method).__name__} on {dm.name} · {run.run_name or run.run_id}"
+        run.log_figures(
+            lambda: evaluation.figures(result.embeddings, result.labels, seed=seed, title=title)
+        )
         run.log_embeddings(result.embeddings, result.labels)
-        # the figures' own time (mostly beside the evaluation), what ran after the metrics
-        # above (waiting for the figures, logging them and the embeddings), and the process's
-        # peak resident memory at the end
-        final = {
-            "time/figures_seconds": figures.seconds if figures is not None else 0.0,
-            "time/artifacts_seconds": time.perf_counter() - t0,
-            "mem/peak_rss_gb": peak_rss_gb(),
-        }
+        # what ran after the metrics above, and the process's peak resident memory at the end
+        final = {"time/figures_seconds": time.perf_counter() - t0, "mem/peak_rss_gb": peak_rss_gb()}
         run.log_metrics(final)
         metrics.update(final)
         table = summary_table(metrics, f"{run_name(cfg)}  (MLflow run {run.run_id})")

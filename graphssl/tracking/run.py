@@ -164,17 +164,6 @@ class RunTracker:
     def log_figure(self, figure: Any, artifact_file: str) -> None:
         self.client.log_figure(self.run_id, figure, artifact_file)
 
-    def log_files(self, files: Mapping[str, bytes]) -> None:
-        """Log ``{artifact file: content}`` as those artifacts, in one upload."""
-        import tempfile
-
-        with tempfile.TemporaryDirectory(prefix="graphssl-artifacts-") as tmp:
-            for name, content in files.items():
-                path = Path(tmp, name)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(content)
-            self.client.log_artifacts(self.run_id, tmp)
-
     def log_text(self, text: str, artifact_file: str) -> None:
         retry_store(lambda: self.client.log_text(self.run_id, text, artifact_file), self.wait_s)
 

@@ -311,18 +311,11 @@ class TrackedRun:
         self.sink.close()
 
     def log_figures(self, figures: Callable[[], Mapping[str, Any]]) -> None:
-        """The figures ``figures()`` gives, each under its artifact file name: a Matplotlib
-        figure, or the bytes of its file already saved (figures drawn on a thread of their
-        own)."""
+        """The figures ``figures()`` draws, each under its artifact file name."""
 
         def draw_and_log() -> None:
-            drawn = figures()
-            for name, figure in drawn.items():
-                if not isinstance(figure, bytes):
-                    self.tracker.log_figure(figure, name)
-            saved = {name: f for name, f in drawn.items() if isinstance(f, bytes)}
-            if saved:
-                self.tracker.log_files(saved)
+            for name, figure in figures().items():
+                self.tracker.log_figure(figure, name)
 
         self.call("log the figures", draw_and_log)
 

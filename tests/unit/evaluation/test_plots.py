@@ -1,15 +1,10 @@
-"""The figures of an embedding matrix: the projection's principal coordinates, and the figures
-drawn on a thread of their own."""
+"""The figures of an embedding matrix: the projection's principal coordinates."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 import torch
 
-from graphssl.evaluation import Evaluation, plots
 from graphssl.evaluation.plots import principal_coordinates, projection_figure
 
 
@@ -54,56 +49,3 @@ def test_the_projection_figure_draws_the_principal_coordinates() -> None:
     sampled = z[rows].double()
     svd = _svd_coordinates(sampled - sampled.mean(0, keepdim=True), 2)
     torch.testing.assert_close(drawn, _sign_aligned(drawn, svd), rtol=1e-6, atol=1e-8)
-
-
-# ---------------------------------------------------------------- figures on a thread of their own
-def _draws(z: torch.Tensor, y: torch.Tensor) -> dict[str, Callable[[], Any]]:
-    spectrum, projection = plots.spectrum_data(z), plots.projection_data(z, y)
-    return {
-        "figures/spectrum.png": lambda: plots.draw_spectrum(spectrum, title="t"),
-        "figures/projection.png": lambda: plots.draw_projection(projection, title="t"),
-    }
-
-
-def test_background_figures_are_the_pngs_drawn_in_the_caller() -> None:
-    z = torch.randn(300, 16, generator=torch.Generator().manual_seed(1))
-    y = torch.arange(300) % 3
-    pngs = plots.BackgroundFigures(lambda: _draws(z, y)).result()
-    assert list(pngs) == ["figures/spectrum.png", "figures/projection.png"]
-    for name, draw in _draws(z, y).items():
-        assert pngs[name] == plots.png_bytes(draw())
-        assert pngs[name].startswith(b"\x89PNG")
-
-
-def test_background_figures_raise_the_error_of_a_drawing_or_of_their_numbers() -> None:
-    error = ValueError("no figure")
-
-    def fail() -> Any:
-        raise error
-
-    drawn = plots.BackgroundFigures(lambda: {"figures/a.png": fail})
-    for _ in range(2):  # each time it is asked (a store outage retries the logging)
-        with pytest.raises(ValueError) as info:
-            drawn.result()
-        assert info.value is error
-    assert drawn.seconds >= 0
-    numbers = plots.BackgroundFigures(fail)  # raised on the caller's thread: kept for result()
-    with pytest.raises(ValueError) as info:
-        numbers.result()
-    assert info.value is error
-
-
-def test_figures_off_start_no_thread_and_draw_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refused(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("a figure was drawn with eval.figures=false")
-
-    for name in ("spectrum_data", "projection_data", "draw_spectrum", "draw_projection"):
-        monkeypatch.setattr(plots, name, refused)
-    monkeypatch.setattr(plots, "BackgroundFigures", refused)
-    z = torch.randn(40, 8, generator=torch.Generator().manual_seed(0))
-    off = Evaluation(probes={}, figures=False, baseline=False)
-    assert off.start_figures(z, None, seed=0) is None
-    assert off.figures(z, None, seed=0) == {}
-    on = Evaluation(probes={}, figures=True, baseline=False)
-    with pytest.raises(AssertionError, match="was drawn"):
-        on.start_figures(z, None, seed=0)  # the same checks see a drawing when figures are on
