@@ -1,10 +1,14 @@
-"""The figures of an embedding matrix: the projection's principal coordinates."""
+"""The figures of an embedding matrix: the projection's principal coordinates; none drawn when
+figures are off."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 import torch
 
+from graphssl.evaluation import Evaluation, plots
 from graphssl.evaluation.plots import principal_coordinates, projection_figure
 
 
@@ -49,3 +53,15 @@ def test_the_projection_figure_draws_the_principal_coordinates() -> None:
     sampled = z[rows].double()
     svd = _svd_coordinates(sampled - sampled.mean(0, keepdim=True), 2)
     torch.testing.assert_close(drawn, _sign_aligned(drawn, svd), rtol=1e-6, atol=1e-8)
+
+
+def test_figures_off_draw_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a figure was drawn")
+
+    monkeypatch.setattr(plots, "spectrum_figure", refused)
+    monkeypatch.setattr(plots, "projection_figure", refused)
+    z = torch.randn(40, 8, generator=torch.Generator().manual_seed(0))
+    assert Evaluation(probes={}, figures=False).figures(z, None, seed=0) == {}
+    with pytest.raises(AssertionError, match="was drawn"):  # the same check sees figures on
+        Evaluation(probes={}, figures=True).figures(z, None, seed=0)
