@@ -95,6 +95,23 @@ def spectrum_figure(
     return fig
 
 
+def principal_coordinates(z: Tensor, k: int = 2) -> Tensor:
+    """The rows of the centred float64 matrix ``z`` ``[M, D]`` on its first ``k`` principal
+    axes, ``[M, k]`` (``k ≤ min(M, D)``): ``z @ V[:, :k]`` of its thin SVD ``z = U S Vᵀ`` up to
+    the sign of each column, from a symmetric eigendecomposition of the smaller of ``zᵀz``
+    (``D × D``) and ``zzᵀ`` (``M × M``) instead of the whole SVD. Each column's entry of
+    largest magnitude is positive, so the signs do not depend on the LAPACK routine."""
+    m, d = z.shape
+    if d <= m:
+        _, vecs = torch.linalg.eigh(z.T @ z)  # eigenvalues ascending
+        xy = z @ vecs[:, -k:].flip(1)
+    else:  # zzᵀ = U S² Uᵀ and z V = U S
+        vals, vecs = torch.linalg.eigh(z @ z.T)
+        xy = vecs[:, -k:].flip(1) * vals[-k:].flip(0).clamp_min(0).sqrt()
+    top = xy.abs().argmax(0)
+    return xy * torch.where(xy[top, torch.arange(k)] < 0, -1.0, 1.0).to(xy.dtype)
+
+
 def projection_figure(
     embeddings: Tensor,
     labels: Tensor | None,
@@ -110,8 +127,10 @@ def projection_figure(
     rows = torch.randperm(z.shape[0], generator=gen)[:max_points]
     z = z[rows.to(z.device)].to(device="cpu", dtype=torch.float64)  # only the sampled rows
     z = z - z.mean(0, keepdim=True)
-    _, _, v = torch.linalg.svd(z, full_matrices=False)
-    xy = (z @ v[:2].T).numpy() if v.shape[0] >= 2 else np.c_[z.numpy()[:, :1], np.zeros(len(z))]
+    if min(z.shape) >= 2:
+        xy = principal_coordinates(z, 2).numpy()
+    else:
+        xy = np.c_[z.numpy()[:, :1], np.zeros(len(z))]
     fig = _figure()
     ax = fig.add_subplot()
     if labels is not None and labels.dim() == 1 and not labels.is_floating_point():

@@ -226,8 +226,7 @@ def log_metrics_to(store: TrackingStore, run_id: str, metrics: dict[str, float])
 
 def set_tags_on(store: TrackingStore, run_id: str, tags: dict[str, str]) -> None:
     """Set ``tags`` on an existing run."""
-    for k, v in tags.items():
-        store.client.set_tag(run_id, k, v)
+    mlflow_store.set_tags(store.client, run_id, tags)
 
 
 def set_parent(store: TrackingStore, run_id: str, parent_run_id: str) -> None:

@@ -212,7 +212,7 @@ def send_journal(client: MlflowClient, run: Run) -> int:
     checkpoint even when the run is never resumed. A journal that now belongs to another run
     (a later start of the same configuration) is left alone.
     """
-    from graphssl.tracking.mlflow_store import log_timed_metrics
+    from graphssl.tracking.mlflow_store import log_timed_metrics, set_tags
 
     path = run.data.tags.get(JOURNAL_TAG)
     if not path:
@@ -222,8 +222,7 @@ def send_journal(client: MlflowClient, run: Run) -> int:
         return 0
     points, tags = unsent(records, points_in_store(client, run.info.run_id))
     log_timed_metrics(client, run.info.run_id, points)
-    for k, v in tags.items():
-        client.set_tag(run.info.run_id, k, v)
+    set_tags(client, run.info.run_id, tags)
     if points:
         log.warning(
             "run %s: sent %d metric points its process had journaled in %s but not sent",

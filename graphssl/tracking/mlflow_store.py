@@ -381,6 +381,16 @@ def log_params(mlflow_client: MlflowClient, run_id: str, params: Mapping[str, An
         mlflow_client.log_batch(run_id, params=items[i : i + 100])
 
 
+def set_tags(mlflow_client: MlflowClient, run_id: str, tags: Mapping[str, Any]) -> None:
+    """Set ``tags`` (values as strings) with ``log_batch`` (100 per call): one store
+    transaction for a run's tags, not one per tag."""
+    from mlflow.entities import RunTag
+
+    items = [RunTag(str(k), str(v)) for k, v in tags.items()]
+    for i in range(0, len(items), 100):
+        mlflow_client.log_batch(run_id, tags=items[i : i + 100])
+
+
 def log_metrics(
     mlflow_client: MlflowClient,
     run_id: str,

@@ -150,8 +150,7 @@ class RunTracker:
         mlflow_store.log_timed_metrics(self.client, self.run_id, points)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
-        for k, v in tags.items():
-            self.client.set_tag(self.run_id, k, str(v))
+        mlflow_store.set_tags(self.client, self.run_id, tags)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)

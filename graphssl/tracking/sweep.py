@@ -129,10 +129,10 @@ def close_parent(
             counts["children_killed"] += 1
             if killed is not None:
                 killed.append(child.info.run_id)
-    for k, v in {**counts, **(tags or {})}.items():
-        client.set_tag(run_id, k, str(v))
+    final: dict[str, Any] = {**counts, **(tags or {})}
     if interrupted:
-        client.set_tag(run_id, "error", f"the sweep was stopped: {interrupted}")
+        final["error"] = f"the sweep was stopped: {interrupted}"
+    mlflow_store.set_tags(client, run_id, final)
     if summary is not None:
         try:
             logged = summarise_parent(

@@ -56,6 +56,26 @@ def test_run_status_follows_the_block(outputs_dir: Path) -> None:
     assert "error.txt" in {a.path for a in client.list_artifacts(bad.run_id)}
 
 
+def test_tags_are_set_in_one_store_call_per_hundred(outputs_dir: Path, monkeypatch) -> None:
+    uri = f"sqlite:///{outputs_dir / 'mlflow.db'}"
+    with RunTracker(uri, "unit") as run:
+        calls: list[int] = []
+        log_batch = run.client.log_batch
+
+        def counted(run_id: str, **kwargs) -> None:
+            calls.append(len(kwargs.get("tags", ())))
+            log_batch(run_id, **kwargs)
+
+        monkeypatch.setattr(run.client, "log_batch", counted)
+        monkeypatch.setattr(run.client, "set_tag", None)  # one call per tag: refused
+        tags = {f"probe/p{i}/weight_decay": i / 10 for i in range(130)}
+        run.set_tags({**tags, "mlflow.runName": "renamed"})
+    assert calls == [100, 31]
+    got = run.client.get_run(run.run_id)
+    assert got.data.tags["probe/p129/weight_decay"] == "12.9"
+    assert got.info.run_name == "renamed"  # MLflow's run-name tag still renames the run
+
+
 def test_dataset_logged_by_two_jobs_at_once_is_linked_on_retry(
     outputs_dir: Path, monkeypatch
 ) -> None:
