@@ -61,7 +61,6 @@ from graphssl.methods.collective import (
     global_mean,
     is_distributed,
     rank,
-    rows_before,
 )
 from graphssl.methods.collective import world_size as world_size
 
@@ -721,13 +720,15 @@ def broadcast_parameters(module: nn.Module, src: int = 0) -> nn.Module:
 
 
 class GatheredBatchNorm(_BatchNorm):
-    """BatchNorm whose training statistics cover every rank's rows: it gathers the rows of all
-    ranks with gradient (:func:`gather_rows`), normalises that global batch as one process
-    would, and keeps this rank's rows; the running statistics, computed from the same global
-    batch, stay identical on every rank. Exact on any device and backend (gloo included, which
-    :class:`torch.nn.SyncBatchNorm` does not support); it moves the layer's input rather than
-    two statistics, so on CUDA :func:`prepare_method` uses ``SyncBatchNorm`` instead. Outside a
-    process group, or in evaluation mode, it is the BatchNorm it replaced."""
+    """BatchNorm whose training statistics cover every rank's rows: the per-channel sums and
+    the row count are summed over ranks with gradient (:func:`all_reduce_sum`), then the sums
+    of squared deviations from that global mean, so each rank normalises its own rows exactly
+    as one process normalises the global batch; the running statistics, updated from the same
+    global mean and (unbiased) variance, stay identical on every rank. Two all-reduces of
+    ``C + 1`` and ``C`` numbers forward and two backward, on any device and backend (gloo
+    included, which :class:`torch.nn.SyncBatchNorm` does not support; on CUDA
+    :func:`prepare_method` uses ``SyncBatchNorm``). Outside a process group, or in evaluation
+    mode, it is the BatchNorm it replaced."""
 
     #: the BatchNorm class this layer replaced (:func:`revert_sync_batchnorm` restores it)
     replaced: type[_BatchNorm] = nn.BatchNorm1d
@@ -739,9 +740,39 @@ class GatheredBatchNorm(_BatchNorm):
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if not (self.training and world_size() > 1):
             return super().forward(input)
-        start = rows_before(input.shape[0])
-        out = super().forward(gather_rows(input))
-        return out[start : start + input.shape[0]]
+        self._check_input_dim(input)
+        dims = [0, *range(2, input.dim())]  # every dimension but the channels
+        shape = [1, -1] + [1] * (input.dim() - 2)
+        rows = input.numel() // max(input.shape[1], 1)
+        stats = all_reduce_sum(torch.cat([input.sum(dims), input.new_full((1,), float(rows))]))
+        count = stats[-1]
+        if float(count) < 2:
+            raise ValueError(
+                f"expected more than 1 value per channel over all ranks when training, got "
+                f"input size {list(input.shape)} and {int(count)} value(s) in all"
+            )
+        mean = stats[:-1] / count
+        centred = input - mean.view(shape)
+        var = all_reduce_sum(centred.square().sum(dims)) / count
+        out = centred * torch.rsqrt(var + self.eps).view(shape)
+        if self.affine:
+            out = out * self.weight.view(shape) + self.bias.view(shape)
+        if self.track_running_stats and self.running_mean is not None:
+            self._update_running_stats(mean.detach(), var.detach() * count / (count - 1))
+        return out
+
+    @torch.no_grad()
+    def _update_running_stats(self, mean: torch.Tensor, unbiased_var: torch.Tensor) -> None:
+        """As ``_BatchNorm`` updates them: an exponential average with ``momentum``, or the
+        cumulative average when ``momentum`` is ``None``."""
+        assert self.num_batches_tracked is not None and self.running_var is not None
+        assert self.running_mean is not None
+        self.num_batches_tracked.add_(1)
+        factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        self.running_mean.mul_(1 - factor).add_(mean.to(self.running_mean.dtype), alpha=factor)
+        self.running_var.mul_(1 - factor).add_(
+            unbiased_var.to(self.running_var.dtype), alpha=factor
+        )
 
 
 def _swap_batchnorm(module: nn.Module, to: type[_BatchNorm] | None) -> nn.Module:
