@@ -271,6 +271,36 @@ def _global_mean_check() -> dict[str, float]:
     return {"value": float(value), "grad": float(grad)}
 
 
+def _batchnorm_check() -> dict[str, Tensor]:
+    """A :class:`GatheredBatchNorm` over 4-D inputs (``momentum=None``: the cumulative running
+    averages), rank 0 holding 4 of the 6 images and rank 1 the other 2: every image's output
+    and input gradient (of the global mean of a per-image loss), and the running statistics
+    after two steps."""
+    world, me = collective.world_size(), collective.rank()
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 3, 2, 2, generator=g, dtype=torch.float64)
+    c = torch.randn(3, 2, 2, generator=g, dtype=torch.float64)
+    rows = slice(None) if world == 1 else (slice(0, 4) if me == 0 else slice(4, 6))
+    bn = distributed.GatheredBatchNorm(3, momentum=None).double()
+    with torch.no_grad():
+        bn.weight.copy_(torch.tensor([1.5, 0.5, -1.0]))
+        bn.bias.copy_(torch.tensor([0.1, 0.2, 0.3]))
+    outs, grads = [], []
+    for step in range(2):
+        mine = (x[rows] * (step + 1)).requires_grad_()
+        out = bn(mine)
+        collective.global_mean((out * c).sum(dim=(1, 2, 3))).backward()
+        assert mine.grad is not None
+        outs.append(out.detach())
+        grads.append(mine.grad / world)  # each rank's gradient carries the world's factor
+    return {
+        "out": torch.cat(outs),
+        "grad": torch.cat(grads),
+        "running_mean": bn.running_mean.clone(),
+        "running_var": bn.running_var.clone(),
+    }
+
+
 def _gather_detached(z: Tensor) -> Tensor:
     parts = [torch.empty_like(z) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, z.detach().contiguous())
@@ -364,7 +394,8 @@ def _fit(name: str, world: int) -> dict[str, Any]:
 
 
 def _fit_all(world: int) -> dict[str, dict[str, Any]]:
-    return {name: _fit(name, world) for name in BUILDERS} | {"global_mean": _global_mean_check()}
+    checks = {"global_mean": _global_mean_check(), "batchnorm": _batchnorm_check()}
+    return {name: _fit(name, world) for name in BUILDERS} | checks
 
 
 def _rank_worker(rank: int, out: str) -> Callable[[], None]:
@@ -436,6 +467,24 @@ def test_global_mean_is_the_mean_over_ranks_whatever_each_holds(runs: dict[str, 
     for result in (runs["one"]["global_mean"], runs["two"]["global_mean"]):
         assert result == pytest.approx(expected, abs=1e-12)
     assert runs["rank1"]["global_mean"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_batchnorm_over_ranks_equals_one_process_on_the_global_batch(
+    runs: dict[str, Any],
+) -> None:
+    """4-D inputs split 4 / 2 between the ranks: each image's output and input gradient, and
+    the running statistics, are those of one process normalising all 6."""
+    one, two, rank1 = runs["one"]["batchnorm"], runs["two"]["batchnorm"], runs["rank1"]["batchnorm"]
+    steps = [slice(0, 6), slice(6, 12)]  # one process: both steps' 6 images
+    for key in ("out", "grad"):
+        mine0 = torch.cat([one[key][s][:4] for s in steps])
+        mine1 = torch.cat([one[key][s][4:] for s in steps])
+        assert torch.allclose(two[key], mine0, atol=1e-12), key
+        assert torch.allclose(rank1[key], mine1, atol=1e-12), key
+    for key in ("running_mean", "running_var"):
+        assert torch.allclose(two[key], one[key], atol=1e-12), key
+        assert torch.allclose(rank1[key], one[key], atol=1e-12), key
+    assert not torch.allclose(one["running_var"], torch.ones(3, dtype=torch.float64))
 
 
 def test_graphmae_losses_depend_on_the_other_seeds_of_their_batch(
