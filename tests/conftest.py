@@ -14,12 +14,14 @@ they test: signals, kills, ports, launchers, servers and the CLI's own output (d
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 import pytest
@@ -61,6 +63,29 @@ def _no_hydra_state_left() -> Iterator[None]:
 
     HydraConfig.instance().cfg = None  # type: ignore[assignment]
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture(scope="session")
+def load_benchmark() -> Iterator[Callable[[str], ModuleType]]:
+    """``load_benchmark(name)`` imports ``benchmarks/<name>.py`` as the module ``name``,
+    registered in ``sys.modules`` (dataclasses resolve their module by name) until the session
+    ends."""
+    loaded: list[str] = []
+
+    def load(name: str) -> ModuleType:
+        if name in sys.modules:
+            return sys.modules[name]
+        spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        loaded.append(name)
+        spec.loader.exec_module(module)
+        return module
+
+    yield load
+    for name in loaded:
+        sys.modules.pop(name, None)
 
 
 @pytest.fixture(scope="session")

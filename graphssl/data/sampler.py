@@ -136,13 +136,7 @@ def build_sampler_index(
         TypeError: for a graph that is not a ``torch_geometric.data.Data``.
         ValueError: for a graph without ``edge_index``.
     """
-    if not isinstance(data, Data):
-        raise TypeError(
-            f"build_sampler_index needs a homogeneous torch_geometric.data.Data, got "
-            f"{type(data).__name__}"
-        )
-    if data.edge_index is None:
-        raise ValueError("build_sampler_index needs a graph with edge_index, got none")
+    _check_graph(data, "build_sampler_index")
     colptr, row, perm = to_csc(data, device="cpu", share_memory=share_memory, is_sorted=is_sorted)
     return SamplerIndex(colptr, row, perm)
 
@@ -569,13 +563,7 @@ def make_neighbor_loader(
     fanouts = validate_num_neighbors(num_neighbors)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    if not isinstance(data, Data):
-        raise TypeError(
-            f"make_neighbor_loader needs a homogeneous torch_geometric.data.Data, got "
-            f"{type(data).__name__}"
-        )
-    if data.edge_index is None:
-        raise ValueError("make_neighbor_loader needs a graph with edge_index, got none")
+    _check_graph(data, "make_neighbor_loader")
     generator = torch.Generator().manual_seed(int(seed))
     kwargs: dict[str, Any] = {
         "input_nodes": input_nodes,
@@ -590,6 +578,16 @@ def make_neighbor_loader(
         loader = NeighborLoader(data, num_neighbors=fanouts, neighbor_sampler=sampler, **kwargs)
     loader.graphssl_seed = int(seed)  # type: ignore[attr-defined]  # read by set_loader_epoch
     return loader
+
+
+def _check_graph(data: Any, caller: str) -> None:
+    """``data`` must be a homogeneous PyG graph with edges (what ``caller`` samples from)."""
+    if not isinstance(data, Data):
+        raise TypeError(
+            f"{caller} needs a homogeneous torch_geometric.data.Data, got {type(data).__name__}"
+        )
+    if data.edge_index is None:
+        raise ValueError(f"{caller} needs a graph with edge_index, got none")
 
 
 def epoch_seed(seed: int, epoch: int) -> int:

@@ -4,10 +4,8 @@ then the table rebuilt from the store alone into a file's markers (``--report-on
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -20,14 +18,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def quality() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("quality", REPO / "benchmarks" / "quality.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["quality"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("quality", None)
+def quality(load_benchmark: Callable[[str], ModuleType]) -> ModuleType:
+    return load_benchmark("quality")
 
 
 @pytest.fixture

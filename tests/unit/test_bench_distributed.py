@@ -4,12 +4,12 @@ graph (no products size, no spawned ranks)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import statistics
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -18,13 +18,8 @@ GiB = 2**30
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_distributed", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_distributed"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("bench_distributed", None)
+def bench(load_benchmark: Callable[[str], ModuleType]) -> ModuleType:
+    return load_benchmark("bench_distributed")
 
 
 def test_configurations_are_devices_by_threads(bench):

@@ -4,11 +4,10 @@ Nothing is trained (the script end to end: tests/integration/test_quality_benchm
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -20,14 +19,8 @@ BENCH = REPO / "benchmarks" / "quality.py"
 
 
 @pytest.fixture(scope="module")
-def quality() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("quality", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["quality"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("quality", None)
+def quality(load_benchmark: Callable[[str], ModuleType]) -> ModuleType:
+    return load_benchmark("quality")
 
 
 # ---------------------------------------------------------------- presets and overrides
