@@ -22,6 +22,7 @@ TOP_LEVEL = {
     "threads": "base",
     "progress": "base",
     "package": "base",
+    "_startup": "base",
     "__init__": "base",
     "cli": "cli",
     "__main__": "cli",
