@@ -216,7 +216,8 @@ def log_folder(
     store: TrackingStore, run_id: str, folder: str | Path, artifact_path: str | None
 ) -> None:
     """Log every file of ``folder`` to an existing run (e.g. a sweep parent)."""
-    store.client.log_artifacts(run_id, str(folder), artifact_path)
+    with mlflow_store.interrupt_deferred():
+        store.client.log_artifacts(run_id, str(folder), artifact_path)
 
 
 def log_metrics_to(store: TrackingStore, run_id: str, metrics: dict[str, float]) -> None:
@@ -236,9 +237,11 @@ def set_parent(store: TrackingStore, run_id: str, parent_run_id: str) -> None:
 
 def log_text_to(store: TrackingStore, run_id: str, text: str, artifact_file: str) -> None:
     """Log ``text`` as the artifact ``artifact_file`` of an existing run."""
-    store.client.log_text(run_id, text, artifact_file)
+    with mlflow_store.interrupt_deferred():
+        store.client.log_text(run_id, text, artifact_file)
 
 
 def log_figure_to(store: TrackingStore, run_id: str, figure: Any, artifact_file: str) -> None:
     """Log a Matplotlib ``figure`` as the artifact ``artifact_file`` of an existing run."""
-    store.client.log_figure(run_id, figure, artifact_file)
+    with mlflow_store.interrupt_deferred():
+        store.client.log_figure(run_id, figure, artifact_file)

@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
+from graphssl.tracking.mlflow_store import interrupt_deferred
+
 if TYPE_CHECKING:
     from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
@@ -130,12 +132,14 @@ def reraise(err: BaseException) -> NoReturn:
 
 def retry_store(fn: Callable[[], T], wait_s: float, max_backoff_s: float = 30.0) -> T:
     """``fn()``, retried with backoff (1, 2, 4 … s) while the store is unreachable, for up to
-    ``wait_s`` seconds; the last error is raised after that (``wait_s=0``: no retry)."""
+    ``wait_s`` seconds; the last error is raised after that (``wait_s=0``: no retry). A Ctrl-C
+    during a call is delivered once the call has ended (:func:`interrupt_deferred`)."""
     deadline = time.monotonic() + max(0.0, wait_s)
     delay, warned = 1.0, False
     while True:
         try:
-            return fn()
+            with interrupt_deferred():
+                return fn()
         except Exception as err:
             if not is_store_outage(err):
                 reraise(err)
@@ -369,12 +373,13 @@ class BufferedRun:
             return False
         try:
             self.sync()
-            if self._pending_points:
-                self.tracker.log_timed_points(self._pending_points)
-                self._pending_points = []
-            if self._pending_tags:
-                self.tracker.set_tags(self._pending_tags)
-                self._pending_tags = {}
+            with interrupt_deferred():  # a batch is sent whole or not at all
+                if self._pending_points:
+                    self.tracker.log_timed_points(self._pending_points)
+                    self._pending_points = []
+                if self._pending_tags:
+                    self.tracker.set_tags(self._pending_tags)
+                    self._pending_tags = {}
         except Exception as err:
             if not is_store_outage(err):
                 reraise(err)
@@ -411,7 +416,8 @@ class BufferedRun:
         delay = 1.0
         while True:
             try:
-                return fn()
+                with interrupt_deferred():
+                    return fn()
             except Exception as err:
                 if not is_store_outage(err):
                     reraise(err)

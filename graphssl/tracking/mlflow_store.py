@@ -11,9 +11,11 @@ import contextlib
 import errno
 import logging
 import os
+import signal
 import sqlite3
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +30,39 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 class StoreError(ValueError):
     """The MLflow store cannot be used: not a database file, a full disk, a broken schema."""
+
+
+@contextlib.contextmanager
+def interrupt_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) for the duration of the block, then deliver it.
+
+    A ``KeyboardInterrupt`` raised in the middle of a store call can leave it half done: under a
+    SQLite store, a connection whose write transaction is neither committed nor rolled back keeps
+    the database locked while the interrupted frames are alive — exactly while the run is being
+    marked ``KILLED`` through another connection. Inside this block a SIGINT is only recorded;
+    the handler that was installed runs once the block has ended (so a ``KeyboardInterrupt``
+    is raised there, after the write). Blocks nest; outside the main thread, or when SIGINT has
+    no Python handler (ignored, default), this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):
+        yield
+        return
+    held: list[tuple[int, Any]] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        held.append((signum, frame))
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            previous(*held[0])
 
 
 def configure_telemetry(enabled: bool = False) -> None:
@@ -378,7 +413,8 @@ def log_params(mlflow_client: MlflowClient, run_id: str, params: Mapping[str, An
 
     items = [Param(k, v) for k, v in safe_params(params).items()]
     for i in range(0, len(items), 100):
-        mlflow_client.log_batch(run_id, params=items[i : i + 100])
+        with interrupt_deferred():
+            mlflow_client.log_batch(run_id, params=items[i : i + 100])
 
 
 def set_tags(mlflow_client: MlflowClient, run_id: str, tags: Mapping[str, Any]) -> None:
@@ -388,7 +424,8 @@ def set_tags(mlflow_client: MlflowClient, run_id: str, tags: Mapping[str, Any]) 
 
     items = [RunTag(str(k), str(v)) for k, v in tags.items()]
     for i in range(0, len(items), 100):
-        mlflow_client.log_batch(run_id, tags=items[i : i + 100])
+        with interrupt_deferred():
+            mlflow_client.log_batch(run_id, tags=items[i : i + 100])
 
 
 def log_metrics(
@@ -412,4 +449,5 @@ def log_timed_metrics(
 
     batch = [Metric(k, float(v), int(ts), int(s)) for k, v, ts, s in points]
     for i in range(0, len(batch), 1000):
-        mlflow_client.log_batch(run_id, metrics=batch[i : i + 1000])
+        with interrupt_deferred():
+            mlflow_client.log_batch(run_id, metrics=batch[i : i + 1000])

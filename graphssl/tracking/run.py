@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphssl.tracking import mlflow_store
 from graphssl.tracking.buffer import retry_store
+from graphssl.tracking.mlflow_store import interrupt_deferred
 from graphssl.training.trainer import Callback, EpochResult, FitResult, Trainer
 
 if TYPE_CHECKING:
@@ -153,7 +154,8 @@ class RunTracker:
         mlflow_store.set_tags(self.client, self.run_id, tags)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
-        self.client.log_artifact(self.run_id, str(path), artifact_path)
+        with interrupt_deferred():
+            self.client.log_artifact(self.run_id, str(path), artifact_path)
 
     def log_artifacts(self, folder: str | Path, artifact_path: str | None = None) -> None:
         retry_store(
@@ -162,7 +164,8 @@ class RunTracker:
         )
 
     def log_figure(self, figure: Any, artifact_file: str) -> None:
-        self.client.log_figure(self.run_id, figure, artifact_file)
+        with interrupt_deferred():
+            self.client.log_figure(self.run_id, figure, artifact_file)
 
     def log_text(self, text: str, artifact_file: str) -> None:
         retry_store(lambda: self.client.log_text(self.run_id, text, artifact_file), self.wait_s)
@@ -199,7 +202,8 @@ class RunTracker:
         inputs = [DatasetInput(dataset=dataset, tags=tags)]
         for attempt in range(3):
             try:
-                self.client.log_inputs(self.run_id, datasets=inputs)
+                with interrupt_deferred():
+                    self.client.log_inputs(self.run_id, datasets=inputs)
                 break
             except Exception as err:
                 # Two jobs of a sweep logging the same dataset at once race on the store's

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -74,6 +76,57 @@ def test_tags_are_set_in_one_store_call_per_hundred(outputs_dir: Path, monkeypat
     got = run.client.get_run(run.run_id)
     assert got.data.tags["probe/p129/weight_decay"] == "12.9"
     assert got.info.run_name == "renamed"  # MLflow's run-name tag still renames the run
+
+
+def test_ctrl_c_inside_a_store_write_lands_after_it(outputs_dir: Path, monkeypatch) -> None:
+    # a KeyboardInterrupt raised inside a SQLite write can leave its transaction open, and the
+    # database locked while the run is being marked KILLED: the write finishes first
+    uri = f"sqlite:///{outputs_dir / 'mlflow.db'}"
+    order: list[str] = []
+
+    def on_sigint(signum: int, frame: object) -> None:
+        order.append("interrupt")
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        with pytest.raises(KeyboardInterrupt), RunTracker(uri, "unit") as run:
+            log_batch = run.client.log_batch
+
+            def ctrl_c_then_write(run_id: str, **kwargs) -> None:
+                os.kill(os.getpid(), signal.SIGINT)  # pending from the next bytecode on
+                order.append("write started")
+                log_batch(run_id, **kwargs)
+                order.append("write finished")
+
+            monkeypatch.setattr(run.client, "log_batch", ctrl_c_then_write)
+            run.log_metrics({"train/loss": 0.5}, step=3)
+            order.append("after the write")  # never reached: Ctrl-C ends the block here
+        assert signal.getsignal(signal.SIGINT) is on_sigint
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert order == ["write started", "write finished", "interrupt"]
+    got = run.client.get_run(run.run_id)
+    assert got.info.status == "KILLED"
+    assert got.data.metrics == {"train/loss": 0.5}
+
+
+def test_interrupt_deferred_nests_and_delivers_once() -> None:
+    got: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    try:
+        with mlflow_store.interrupt_deferred():
+            with mlflow_store.interrupt_deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGINT)
+                assert got == []
+            assert got == []  # held until the outermost block ends
+        assert got == [signal.SIGINT]
+        with mlflow_store.interrupt_deferred():
+            pass
+        assert got == [signal.SIGINT]
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_dataset_logged_by_two_jobs_at_once_is_linked_on_retry(
