@@ -54,10 +54,12 @@ MODES: tuple[str, ...] = ("auto", "true", "false")
 
 #: Share of non-zero entries up to which ``"auto"`` multiplies the features as a sparse matrix.
 #: Measured on this repository's 2-core CPU (``benchmarks/bench_sparse.py --crossover``): for a
-#: 2708 x 1433 input and 512 outputs, forward plus weight gradient, the sparse product with a
-#: fresh conversion costs as much as the dense one at about 10 % non-zeros (14 % with the CSR
-#: form already cached); bag-of-words features are at 0.5-2 %.
-DENSITY_THRESHOLD: float = 0.10
+#: 2708 x 1433 input and 512 outputs, forward plus weight gradient, the sparse product with the
+#: CSR form cached costs as much as the dense one at about 6 % non-zeros on an idle machine
+#: (14 % at load 8-10, where the dense product runs at half its idle rate), and with a fresh
+#: conversion at every step (sampled mini-batches) at 2.5 % (10 %); bag-of-words features are
+#: at 0.5-2 %, TF-IDF ones (PubMed) at 10 %.
+DENSITY_THRESHOLD: float = 0.05
 
 #: Fewest feature columns for which ``"auto"`` multiplies sparsely. A sparse product pays a cost
 #: per output element (writing the output, reading its gradient) that a narrow dense product
