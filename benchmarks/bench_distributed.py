@@ -37,6 +37,14 @@ mixes with another's. The figures:
 several ranks also building the sampler index, spawning them, importing, handing over the graph
 and the index, building).
 
+``--ceiling`` adds what data parallelism could reach on this machine without any collective:
+``D`` independent one-process trainings (``1xT``) at ``--batch / D`` seeds per step, first one
+alone, then ``D`` at the same time. With them an epoch's ratio ``1x1 / DxT`` splits into three
+factors: the half batches' extra work (one process alone over the whole epoch at ``B / D``,
+against ``1x1`` at ``B``: fewer shared neighbours per batch), the slowdown of running ``D`` at
+once (memory bandwidth and caches the cores share: the processes at once, against alone) and
+what the ranks' synchronisation adds on top (``DxT`` against the processes at once).
+
 GraphMAE is not benchmarked with ``D > 1``: graphssl refuses it on several processes (a seed's
 reconstruction reads its neighbours' codes, so the slices of a global batch do not give the
 global batch's step; docs/distributed.md, "Methods across processes"). DGI, GRACE, BGRL and
@@ -48,6 +56,7 @@ Usage::
         [--epochs 4] [--batch 512] [--fanout 10 10]
     python benchmarks/bench_distributed.py --dataset synthetic_large --max-batches 150 --epochs 4 \\
         --configs 1x1 1x2 2x1            # ogbn-products size (2,449,029 nodes), cached graph
+    python benchmarks/bench_distributed.py --configs 1x1 2x1 --ceiling
 """
 
 from __future__ import annotations
@@ -570,6 +579,72 @@ def run_config(
     return summarise(config, measured, memory)
 
 
+def _with_batch(passed: Sequence[str], batch: int) -> list[str]:
+    out = list(passed)
+    out[out.index("--batch") + 1] = str(batch)
+    return out
+
+
+def run_independent(
+    args: argparse.Namespace, passed: Sequence[str], work: Path, together: int
+) -> list[dict[str, Any]]:
+    """``together`` one-process trainings (``1xT``, ``T`` of the last ``--configs`` entry
+    with ``D > 1``) at ``--batch / D`` seeds per step, started at the same time; their rows,
+    each epoch over its own steps (every node, ``B / D`` per step)."""
+    wide = next((c for c in reversed(args.configs) if c.devices > 1), Config(2, 1))
+    config = Config(1, wide.threads)
+    argv = _with_batch(passed, max(1, args.batch // wide.devices))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(config.threads)}
+    env["MLFLOW_DISABLE_TELEMETRY"] = "true"
+    env.setdefault("GRAPHSSL_DOWNLOAD", "false")
+    procs = []
+    for i in range(together):
+        out = work / f"independent{together}-{i}"
+        out.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--child", config.name]
+        log = (out / "child.log").open("w")
+        cmd += ["--out", str(out)]
+        procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), out))
+    rows = []
+    for proc, out in procs:
+        if proc.wait() != 0:
+            raise SystemExit(f"an independent training failed (exit {proc.returncode}); {out}")
+        measured = json.loads((out / "result.json").read_text())
+        rows.append(summarise(config, measured, {}))
+    return rows
+
+
+def ceiling_lines(
+    one: dict[str, Any],
+    pair: Sequence[dict[str, Any]],
+    single: dict[str, Any] | None = None,
+    wide: dict[str, Any] | None = None,
+) -> list[str]:
+    """The data-parallel ceiling and the factors of ``single`` (``1xT`` at ``B``) over
+    ``wide`` (``DxT``): ``one`` is a ``1xT`` training at ``B / D`` alone, ``pair`` the ``D``
+    trainings run at once (each row's epoch covers every node at ``B / D``)."""
+    devices, alone = len(pair), one["epoch_s"]
+    together = max(r["epoch_s"] for r in pair) / devices  # the slowest one's share of an epoch
+    lines = [
+        f"independent 1x{one['threads']} at batch / {devices}: alone {alone:.1f} s per epoch, "
+        f"{devices} at once {together * devices:.1f} s (the slowest): an epoch shared by "
+        f"{devices} without collectives takes {together:.1f} s, {alone / together:.2f}× faster",
+        f"factor: contention (at once / alone) {together * devices / alone:.2f}×",
+    ]
+    if single is not None:
+        lines.append(
+            f"factor: batch / {devices} (alone over {single['config']} at the whole batch) "
+            f"{alone / single['epoch_s']:.2f}×; ceiling {single['epoch_s'] / together:.2f}× "
+            f"{single['config']}"
+        )
+    if wide is not None:
+        lines.append(
+            f"factor: synchronisation ({wide['config']} over the trainings at once) "
+            f"{wide['epoch_s'] / together:.2f}×"
+        )
+    return lines
+
+
 def prepare(args: argparse.Namespace) -> None:
     """Generate (or find) the cached graph before any configuration is timed."""
     from graphssl.tasks.components import build_datamodule
@@ -609,6 +684,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="default: 10 10; 10 5 on synthetic_large",
     )
     parser.add_argument("--hidden", type=int, default=None)
+    parser.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="also time independent one-process trainings at batch / D, alone and D at once",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--status-interval", type=float, default=0.25, help="seconds between status reads"
@@ -687,6 +767,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"epoch: median of {args.epochs - 1} whole epochs ({steps} steps) after a warm-up one"
         )
     print("\n" + report(rows, heading, note))
+    if args.ceiling:
+        devices = next((c.devices for c in reversed(args.configs) if c.devices > 1), 2)
+        (one,) = run_independent(args, passed, work, 1)
+        pair = run_independent(args, passed, work, devices)
+        by = {r["config"]: r for r in rows}
+        wide = next((r for r in rows if r["devices"] == devices), None)
+        lines = ceiling_lines(one, pair, by.get(f"1x{one['threads']}"), wide)
+        print("\n" + "\n".join(f"- {line}" for line in lines))
     print(f"\nlogs in {work}")
 
 

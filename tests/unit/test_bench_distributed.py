@@ -128,6 +128,26 @@ def test_table_and_targets_from_the_measurements(bench):
     assert slow[2].endswith("(0.88×): behind, not met")
 
 
+def test_ceiling_splits_the_speed_up_into_its_factors(bench):
+    # 1x1 at batch B: 100 s; one process at B/2 alone: 110 s (smaller batches share fewer
+    # neighbours); two at once: 121 s and 132 s each (shared memory bandwidth); 2x1: 72.6 s
+    single = {"config": "1x1", "epoch_s": 100.0}
+    one = {"threads": 1, "epoch_s": 110.0}
+    pair = [{"epoch_s": 121.0}, {"epoch_s": 132.0}]
+    wide = {"config": "2x1", "epoch_s": 72.6}
+    lines = bench.ceiling_lines(one, pair, single, wide)
+    assert lines[0].endswith("an epoch shared by 2 without collectives takes 66.0 s, 1.67× faster")
+    assert lines[1] == "factor: contention (at once / alone) 1.20×"
+    assert lines[2].endswith("1.10×; ceiling 1.52× 1x1")
+    assert lines[3] == "factor: synchronisation (2x1 over the trainings at once) 1.10×"
+    assert bench._with_batch(["--batch", "1024", "--seed", "0"], 512) == [
+        "--batch",
+        "512",
+        "--seed",
+        "0",
+    ]
+
+
 @pytest.mark.skipif(
     not os.path.exists("/proc/self/smaps_rollup"),
     reason="the memory sampler reads Linux's /proc/<pid>/smaps_rollup (kernel 4.14 or newer)",
