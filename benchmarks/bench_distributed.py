@@ -403,6 +403,7 @@ def overrides(args: argparse.Namespace, config: Config) -> list[str]:
     ]
     if args.hidden is not None:
         out.append(f"encoder.hidden_channels={args.hidden}")
+    out.extend(args.override)
     if args.dataset == "synthetic_large":
         out += [
             f"dataset.num_nodes={args.num_nodes}",
@@ -685,6 +686,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--hidden", type=int, default=None)
     parser.add_argument(
+        "--override",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="train-config overrides of every configuration (e.g. encoder.hidden_channels=128)",
+    )
+    parser.add_argument(
         "--ceiling",
         action="store_true",
         help="also time independent one-process trainings at batch / D, alone and D at once",
@@ -740,6 +748,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         *("--seed", str(args.seed)),
         *(() if args.max_batches is None else ("--max-batches", str(args.max_batches))),
         *(() if args.hidden is None else ("--hidden", str(args.hidden))),
+        *(("--override", *args.override) if args.override else ()),
     ]
     work = Path(tempfile.mkdtemp(prefix="bench_distributed_"))
     if large:

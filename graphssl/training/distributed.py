@@ -13,9 +13,6 @@ process group:
   sampled node batches, :class:`ShardedBatchSampler` for graph and image datasets): one seeded
   permutation per epoch, identical on every rank, cut into global batches of
   ``trainer.batch_size × N`` items, rank ``r`` taking the ``r``-th of ``N`` near-equal parts;
-  a rank samples its next neighbour batch in a background thread while it trains on the
-  current one (:func:`prefetched`), so the time it would spend waiting at a collective for a
-  slower rank samples instead;
 * averages the gradients over ranks after each backward (:func:`sync_gradients`); a loss that
   compares rows with each other gathers every rank's rows with gradient (:func:`gather_rows`),
   one that averages per-row terms takes its rank's share of the global mean
@@ -40,13 +37,11 @@ import io
 import logging
 import math
 import os
-import queue
 import re
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -91,7 +86,6 @@ __all__ = [
     "launch_tasks",
     "node_seed_batches",
     "port_for_job",
-    "prefetched",
     "prepare_method",
     "rank",
     "rank_device",
@@ -897,59 +891,6 @@ def neighbor_batches(loader: Any, seeds: Sequence[torch.Tensor]) -> Iterator[Any
     for nodes in seeds:
         out = loader.collate_fn(nodes)
         yield out if loader.filter_per_worker else loader.filter_fn(out)
-
-
-def prefetched(items: Iterable[T], depth: int = 1) -> Iterator[T]:
-    """``items`` in order, the next ``depth`` of them produced ahead by a background thread.
-
-    A rank of a process group waits at each step's collectives for the slowest rank; with the
-    neighbour sampling of the next batch running meanwhile, that wait does work (torch's kernels
-    release the GIL, and a rank's sampler draws from its own generator, so the batches are the
-    ones drawn in sequence). An error raised while producing is raised here, at the item it
-    replaced. Closing the iterator early (a ``break``, ``trainer.limit_batches``) stops the thread
-    and waits for the item it is producing, so nothing samples once this iterator is closed
-    (the next epoch reseeds the sampler).
-    """
-    if depth < 1:
-        raise ValueError(f"depth must be >= 1, got {depth}")
-    ready: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def hand_over(entry: tuple[bool, Any]) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(entry, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not hand_over((True, item)):
-                    return
-            hand_over((True, _END))
-        except BaseException as err:  # raised in the consuming thread
-            hand_over((False, err))
-
-    thread = threading.Thread(target=produce, name="graphssl-prefetch", daemon=True)
-    thread.start()
-    try:
-        while True:
-            ok, item = ready.get()
-            if not ok:
-                raise item
-            if item is _END:
-                return
-            yield item
-    finally:
-        stop.set()
-        thread.join()
-
-
-#: the end of a :func:`prefetched` stream
-_END = object()
 
 
 class ShardedBatchSampler(Sampler[list[int]]):

@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Generator, Iterable, Sequence, Sized
+from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -486,7 +486,7 @@ class Trainer:
                 world,
                 me,
             )
-            return distributed.prefetched(distributed.neighbor_batches(loader, seeds))
+            return distributed.neighbor_batches(loader, seeds)
         if self._rank_loader is None or self._rank_loader[0] is not datamodule:
             self._rank_loader = (datamodule, self._sharded_loader(datamodule, world, me))
         rank_loader = self._rank_loader[1]
@@ -692,10 +692,9 @@ class Trainer:
                 method.train()
                 sums: dict[str, float] = {}
                 n_batches = 0
-                source = self._batches(datamodule, method, epoch)
                 # a per-batch bar under the epoch bar, shown once an epoch has run a few seconds
                 batches = tqdm(
-                    source,
+                    self._batches(datamodule, method, epoch),
                     total=self.steps_per_epoch(datamodule),
                     desc=f"epoch {epoch}",
                     disable=not (self.progress and self.mini_batch),
@@ -729,8 +728,6 @@ class Trainer:
                     n_batches += 1
                     t_fetch = time.perf_counter()
                 batches.close()
-                if isinstance(source, Generator):  # a prefetching rank's: its thread ends here
-                    source.close()
                 result.num_batches += n_batches
                 result.loop_seconds += time.perf_counter() - t0
                 metrics = {k: v / max(n_batches, 1) for k, v in sums.items()}

@@ -526,39 +526,6 @@ def test_gather_rows_without_a_group_is_the_identity() -> None:
     assert collective.rank() == 0
 
 
-def test_prefetched_yields_in_order_one_ahead_and_stops_when_closed() -> None:
-    import threading
-
-    made: list[int] = []
-
-    def produce() -> Iterator[int]:
-        for i in range(100):
-            made.append(i)
-            yield i
-
-    stream = distributed.prefetched(produce())
-    got = [next(stream) for _ in range(3)]
-    time.sleep(0.2)  # the thread may run ahead, but by one item only
-    assert got == [0, 1, 2] and made in ([0, 1, 2, 3], [0, 1, 2, 3, 4])
-    stream.close()  # the consumer stops early (a break, limit_batches)
-    assert not any(t.name == "graphssl-prefetch" for t in threading.enumerate())
-    assert len(made) <= 5  # nothing was produced once it was closed
-    assert list(distributed.prefetched(iter(range(7)), depth=3)) == list(range(7))
-
-
-def test_prefetched_raises_the_producers_error_at_its_place() -> None:
-    def produce() -> Iterator[int]:
-        yield 1
-        raise RuntimeError("sampler failed")
-
-    stream = distributed.prefetched(produce())
-    assert next(stream) == 1
-    with pytest.raises(RuntimeError, match="sampler failed"):
-        next(stream)
-    with pytest.raises(ValueError, match="depth must be >= 1, got 0"):
-        next(distributed.prefetched(iter([]), depth=0))
-
-
 def test_shards_cover_every_item_once_per_epoch() -> None:
     for count, batch, world in ((24, 4, 2), (25, 4, 2), (7, 3, 3), (5, 1, 4)):
         parts = [distributed.node_seed_batches(count, batch, 11, world, r) for r in range(world)]
