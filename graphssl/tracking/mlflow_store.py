@@ -39,29 +39,35 @@ def interrupt_deferred() -> Iterator[None]:
     A ``KeyboardInterrupt`` raised in the middle of a store call can leave it half done: under a
     SQLite store, a connection whose write transaction is neither committed nor rolled back keeps
     the database locked while the interrupted frames are alive — exactly while the run is being
-    marked ``KILLED`` through another connection. Inside this block a SIGINT is only recorded;
-    the handler that was installed runs once the block has ended (so a ``KeyboardInterrupt``
-    is raised there, after the write). Blocks nest; outside the main thread, or when SIGINT has
-    no Python handler (ignored, default), this does nothing.
+    marked ``KILLED`` through another connection. Inside this block a first SIGINT is only
+    recorded, and the handler that was installed runs once the block has ended (so a
+    ``KeyboardInterrupt`` is raised there, after the write); a second one runs it at once, for a
+    write that hangs (a store that stopped answering). Blocks nest (the outermost one holds);
+    outside the main thread, or when SIGINT has no Python handler (ignored, default), this does
+    nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = signal.getsignal(signal.SIGINT)
-    if not callable(previous):
-        yield
+    if not callable(previous) or getattr(previous, "holds_interrupts", False):
+        yield  # nothing to hold, or an enclosing block holds it
         return
     held: list[tuple[int, Any]] = []
 
     def hold(signum: int, frame: Any) -> None:
         held.append((signum, frame))
+        if len(held) > 1:  # pressed again: now
+            signal.signal(signal.SIGINT, previous)
+            previous(signum, frame)
 
+    hold.holds_interrupts = True  # type: ignore[attr-defined]
     signal.signal(signal.SIGINT, hold)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-        if held:
+        if len(held) == 1:
             previous(*held[0])
 
 

@@ -118,7 +118,6 @@ def test_interrupt_deferred_nests_and_delivers_once() -> None:
         with mlflow_store.interrupt_deferred():
             with mlflow_store.interrupt_deferred():
                 os.kill(os.getpid(), signal.SIGINT)
-                os.kill(os.getpid(), signal.SIGINT)
                 assert got == []
             assert got == []  # held until the outermost block ends
         assert got == [signal.SIGINT]
@@ -127,6 +126,27 @@ def test_interrupt_deferred_nests_and_delivers_once() -> None:
         assert got == [signal.SIGINT]
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_pressed_again_during_a_held_write_interrupts_it() -> None:
+    # a write that hangs (a store that stopped answering) must not keep Ctrl-C from working
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    steps: list[str] = []
+    try:
+        # nested, as retry_store around log_batch
+        with (
+            pytest.raises(KeyboardInterrupt),
+            mlflow_store.interrupt_deferred(),
+            mlflow_store.interrupt_deferred(),
+        ):
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("held")
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("never")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert steps == ["held"]
 
 
 def test_dataset_logged_by_two_jobs_at_once_is_linked_on_retry(
