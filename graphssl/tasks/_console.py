@@ -221,13 +221,45 @@ def _on_first_ctrl_c(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _redeliver_swallowed_ctrl_c(unraisable: Any) -> None:
+    """``sys.unraisablehook``: a Ctrl-C that landed in a weakref callback, a ``__del__`` or a
+    garbage-collector finalizer is delivered again.
+
+    Python prints and drops an exception raised there, so the first Ctrl-C would be lost (with
+    a traceback on stderr) and, SIGINT being ignored from then on, the command would run on
+    with Ctrl-C dead. Instead the handler is put back and a helper thread sends SIGINT again
+    a moment later, once this hook and the callback have returned (a signal raised here would
+    run the handler inside this hook, where it would be dropped too); should it land in
+    another such callback, this happens again.
+    """
+    if (
+        type(unraisable.exc_value) is KeyboardInterrupt
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    ):
+        signal.signal(signal.SIGINT, _on_first_ctrl_c)
+        resend = threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT))
+        resend.daemon = True
+        resend.start()
+        return
+    _previous_unraisablehook(unraisable)
+
+
+_previous_unraisablehook = sys.unraisablehook
+
+
 def _interrupt_once() -> None:
     """Ctrl-C raises KeyboardInterrupt once per command (main thread, Python's default handler
-    only: a shell's background job that ignores SIGINT keeps ignoring it)."""
+    only: a shell's background job that ignores SIGINT keeps ignoring it), and again where
+    Python dropped it (:func:`_redeliver_swallowed_ctrl_c`)."""
+    global _previous_unraisablehook
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_first_ctrl_c)
+        if sys.unraisablehook is not _redeliver_swallowed_ctrl_c:
+            _previous_unraisablehook = sys.unraisablehook
+            sys.unraisablehook = _redeliver_swallowed_ctrl_c
 
 
 def console_entry(prog: str, hydra_main: Callable[[], Any]) -> Callable[[], Any]:

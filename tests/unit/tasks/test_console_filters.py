@@ -153,3 +153,40 @@ def test_ctrl_c_interrupts_once_then_is_ignored_while_the_command_closes() -> No
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_swallowed_by_a_weakref_callback_is_delivered_again(capsys) -> None:
+    # Python drops an exception raised in a weakref callback (a torch WeakIdKeyDictionary's, in
+    # training): the first Ctrl-C must not be lost there, with SIGINT ignored from then on
+    import signal
+    import sys
+    import time
+    import weakref
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    hook = sys.unraisablehook
+    landed: list[str] = []
+
+    class Tensorish:
+        pass
+
+    def callback(_: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # the handler raises here; Python drops it
+        landed.append("in the callback")
+
+    try:
+        _console._interrupt_once()
+        x = Tensorish()
+        ref = weakref.ref(x, callback)
+        with pytest.raises(KeyboardInterrupt):
+            del x
+            landed.append("after the callback")
+            time.sleep(5)  # delivered again a moment later, outside the callback
+            landed.append("never")
+        # the callback was interrupted (its error dropped), the block a moment later
+        assert ref() is None and landed == ["after the callback"]
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # once, as before
+        assert "Exception ignored" not in capsys.readouterr().err  # the one-line contract
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = hook
