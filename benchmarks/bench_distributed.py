@@ -587,12 +587,11 @@ def _with_batch(passed: Sequence[str], batch: int) -> list[str]:
 
 
 def run_independent(
-    args: argparse.Namespace, passed: Sequence[str], work: Path, together: int
+    args: argparse.Namespace, passed: Sequence[str], work: Path, wide: Config, together: int
 ) -> list[dict[str, Any]]:
-    """``together`` one-process trainings (``1xT``, ``T`` of the last ``--configs`` entry
-    with ``D > 1``) at ``--batch / D`` seeds per step, started at the same time; their rows,
-    each epoch over its own steps (every node, ``B / D`` per step)."""
-    wide = next((c for c in reversed(args.configs) if c.devices > 1), Config(2, 1))
+    """``together`` one-process trainings (``1xT``, ``T`` of ``wide``) at ``--batch / D``
+    seeds per step (``D`` of ``wide``), started at the same time; their rows, each epoch over
+    its own steps (every node, ``B / D`` per step)."""
     config = Config(1, wide.threads)
     argv = _with_batch(passed, max(1, args.batch // wide.devices))
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(config.threads)}
@@ -603,9 +602,11 @@ def run_independent(
         out = work / f"independent{together}-{i}"
         out.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--child", config.name]
-        log = (out / "child.log").open("w")
         cmd += ["--out", str(out)]
-        procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), out))
+        with (out / "child.log").open("w") as log:  # the child keeps its own descriptor
+            procs.append(
+                (subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), out)
+            )
     rows = []
     for proc, out in procs:
         if proc.wait() != 0:
@@ -777,12 +778,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     print("\n" + report(rows, heading, note))
     if args.ceiling:
-        devices = next((c.devices for c in reversed(args.configs) if c.devices > 1), 2)
-        (one,) = run_independent(args, passed, work, 1)
-        pair = run_independent(args, passed, work, devices)
+        # the last configuration of several ranks, else 2x1: what the independent runs mirror
+        spread = next((c for c in reversed(args.configs) if c.devices > 1), Config(2, 1))
+        (one,) = run_independent(args, passed, work, spread, 1)
+        pair = run_independent(args, passed, work, spread, spread.devices)
         by = {r["config"]: r for r in rows}
-        wide = next((r for r in rows if r["devices"] == devices), None)
-        lines = ceiling_lines(one, pair, by.get(f"1x{one['threads']}"), wide)
+        lines = ceiling_lines(one, pair, by.get(f"1x{spread.threads}"), by.get(spread.name))
         print("\n" + "\n".join(f"- {line}" for line in lines))
     print(f"\nlogs in {work}")
 

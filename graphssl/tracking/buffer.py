@@ -416,8 +416,7 @@ class BufferedRun:
         delay = 1.0
         while True:
             try:
-                with interrupt_deferred():
-                    return fn()
+                return fn()
             except Exception as err:
                 if not is_store_outage(err):
                     reraise(err)
