@@ -12,6 +12,13 @@
     the default grid with every fit from zero; and the default probe, whose walk down the grid
     ends after ``DEFAULT_EARLY_STOP`` consecutive drops of validation accuracy: seconds, CPU
     seconds, L-BFGS iterations, the selected λ and test accuracy, and the ratios.
+(e) The L-BFGS solver: the default grid walked with warm starts on the same training rows,
+    (1) by ``torch.optim.LBFGS`` on the objective with the design matrix as ``[n, D + 1]``
+    rows (the probe before), and (2) by :func:`graphssl.evaluation.lbfgs.minimize_lbfgs` on
+    the transposed design matrix (the probe now): per λ the iterations, CPU seconds and test
+    accuracy of both, and the CPU ratio. ``--embeddings PATH`` reads a run's stored
+    ``embeddings.pt`` (e.g. GraphCL NCI1's 384 dimensions) with a seeded stratified 80/10/10
+    split instead of the Gaussian mixture.
 (d) ``KNNProbe`` with its float32 screening on faiss (``backend="faiss"``) vs chunked torch
     matmuls (``backend="torch"``), side by side: time, and whether the neighbours (indices and
     float64 similarities) are identical.
@@ -23,6 +30,7 @@ the earlier one.
 Usage::
 
     python benchmarks/bench_probes.py                      # 90k train, 30k val, 48k test, D=128
+    python benchmarks/bench_probes.py --only solver --embeddings RUN_ARTIFACTS/embeddings.pt
     python benchmarks/bench_probes.py --n-train 20000 --n-val 5000 --n-test 10000
 """
 
@@ -33,6 +41,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -61,6 +70,21 @@ def gaussian_mixture(
     x = centres[y] + rng.normal(size=(n, dim))
     x = x * rng.uniform(0.2, 5.0, size=dim) + rng.normal(scale=3.0, size=dim)
     return x.astype(np.float32), y
+
+
+def stored_embeddings(path: Path, seed: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """A run's ``embeddings.pt`` rows reordered into a stratified 80/10/10 split (training,
+    validation, test rows in that order), and the training and validation counts."""
+    from sklearn.model_selection import train_test_split
+
+    stored = torch.load(path, map_location="cpu", weights_only=True)
+    x = stored["embeddings"].to(torch.float64).numpy()
+    y = stored["labels"].view(-1).numpy()
+    rows = np.arange(len(y))
+    train, rest = train_test_split(rows, train_size=0.8, stratify=y, random_state=seed)
+    val, test = train_test_split(rest, train_size=0.5, stratify=y[rest], random_state=seed)
+    order = np.r_[train, val, test]
+    return x[order], y[order], len(train), len(val)
 
 
 def _rss_bytes() -> int:
@@ -248,6 +272,106 @@ def bench_grid(x: np.ndarray, y: np.ndarray, n_train: int, n_val: int) -> None:
     )
 
 
+def _rows_objective(xa: Tensor, y: Tensor, n_classes: int, lam: float) -> Any:
+    """The softmax objective as the probe computed it before: ``xa`` is ``[n, D + 1]``."""
+    n, p = xa.shape
+    target = torch.arange(n) * n_classes + y
+
+    def objective(theta: Tensor) -> tuple[Tensor, Tensor]:
+        w = theta.view(p, n_classes)
+        z = xa @ w
+        loss = -z.view(-1).index_select(0, target).sum()
+        z_max = z.amax(dim=1, keepdim=True)
+        prob = z.sub_(z_max).exp_()
+        total = prob.sum(dim=1, keepdim=True)
+        loss = (loss + z_max.sum() + total.log().sum()) / n
+        prob.div_(total)
+        prob.view(-1).index_add_(0, target, torch.full((n,), -1.0, dtype=xa.dtype))
+        grad = (xa.T @ prob).div_(n)
+        loss = loss + 0.5 * lam * (w[:-1] * w[:-1]).sum()
+        grad[:-1].add_(w[:-1], alpha=lam)
+        return loss, grad.view(-1)
+
+    return objective
+
+
+def _torch_lbfgs(objective: Any, theta0: Tensor, max_iter: int) -> tuple[Tensor, int]:
+    theta = theta0.clone()
+    optimizer = torch.optim.LBFGS(
+        [theta],
+        lr=1,
+        max_iter=max_iter,
+        max_eval=max_iter,
+        tolerance_grad=linear_probe._GRAD_TOL,
+        line_search_fn="strong_wolfe",
+    )
+
+    def closure() -> Tensor:
+        loss, grad = objective(theta)
+        theta.grad = grad
+        return loss
+
+    with torch.no_grad():
+        optimizer.step(closure)
+    return theta.detach(), int(optimizer.state[theta]["n_iter"])
+
+
+def bench_solver(x: np.ndarray, y: np.ndarray, n_train: int, n_val: int) -> None:
+    from graphssl.evaluation.lbfgs import minimize_lbfgs
+    from graphssl.evaluation.probe_inputs import encode_classes, standardization
+
+    x_t = torch.from_numpy(x).to(torch.float64)
+    train, test = slice(0, n_train), slice(n_train + n_val, len(y))
+    mean, scale = standardization(x_t[train], True)
+    xt = linear_probe._design(x_t[train], mean, scale)
+    xa = xt.T.contiguous()
+    classes, encoded = encode_classes(torch.from_numpy(y[train]))
+    c = classes.numel()
+    x_test = (x_t[test] - mean) / scale
+    y_test = torch.from_numpy(y[test])
+    start = xt.new_zeros(x.shape[1] + 1, c)
+    start[-1] = linear_probe.initial_bias(encoded, c, False)
+    print(
+        f"\n(e) L-BFGS solver over the default grid, warm starts: train {n_train}, "
+        f"D={x.shape[1]}, C={c}, load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'lambda':>8} {'before it':>9} {'CPU s':>6} {'test':>6} | "
+        f"{'now it':>6} {'CPU s':>6} {'test':>6}"
+    )
+
+    def accuracy(theta: Tensor) -> float:
+        w = theta.view(-1, c)
+        return float((classes[(x_test @ w[:-1] + w[-1]).argmax(1)] == y_test).double().mean())
+
+    theta_before = theta_now = start.view(-1)
+    cpu_before = cpu_now = 0.0
+    for lam in DEFAULT_WEIGHT_DECAYS:
+        t0 = time.process_time()
+        theta_before, it_before = _torch_lbfgs(
+            _rows_objective(xa, encoded, c, lam), theta_before, 5000
+        )
+        t1 = time.process_time()
+        result = minimize_lbfgs(
+            linear_probe._softmax_objective(xt, encoded, c, lam),
+            theta_now,
+            5000,
+            tolerance_grad=linear_probe._GRAD_TOL,
+        )
+        t2 = time.process_time()
+        theta_now = result.theta
+        cpu_before, cpu_now = cpu_before + t1 - t0, cpu_now + t2 - t1
+        print(
+            f"{lam:>8g} {it_before:>9d} {t1 - t0:>6.2f} {100 * accuracy(theta_before):>6.2f} | "
+            f"{result.n_iter:>6d} {t2 - t1:>6.2f} {100 * accuracy(theta_now):>6.2f}",
+            flush=True,
+        )
+    print(
+        f"CPU before {cpu_before:.1f} s, now {cpu_now:.1f} s: {cpu_before / cpu_now:.2f}x; "
+        f"load average after {os.getloadavg()[0]:.1f}"
+    )
+
+
 def bench_knn(
     x: np.ndarray, y: np.ndarray, n_train: int, n_query: int, k: int, chunk_sizes: list[int]
 ) -> None:
@@ -332,14 +456,24 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--only",
-        choices=["logreg", "knn", "grid", "knn-backends"],
+        choices=["logreg", "knn", "grid", "knn-backends", "solver"],
         nargs="+",
-        default=["logreg", "knn", "grid", "knn-backends"],
+        default=["logreg", "knn", "grid", "knn-backends", "solver"],
+    )
+    parser.add_argument(
+        "--embeddings",
+        type=Path,
+        help="a run's stored embeddings.pt (embeddings and labels) for (e), split 80/10/10 "
+        "stratified with --seed, instead of the Gaussian mixture",
     )
     args = parser.parse_args()
 
-    n = args.n_train + args.n_val + args.n_test
-    x, y = gaussian_mixture(n, args.dim, args.classes, args.separation, args.seed)
+    if args.embeddings is not None:
+        x, y, args.n_train, args.n_val = stored_embeddings(args.embeddings, args.seed)
+        args.only = ["solver"]
+    else:
+        n = args.n_train + args.n_val + args.n_test
+        x, y = gaussian_mixture(n, args.dim, args.classes, args.separation, args.seed)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
         f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}"
@@ -350,6 +484,8 @@ def main() -> None:
         bench_grid(x, y, args.n_train, args.n_val)
     # kNN queries are the test rows (ogbn-arxiv: 90,941 train x 48,603 test).
     order = np.r_[np.arange(args.n_train), np.arange(args.n_train + args.n_val, n)]
+    if "solver" in args.only:
+        bench_solver(x, y, args.n_train, args.n_val)
     if "knn" in args.only:
         bench_knn(x[order], y[order], args.n_train, args.n_test, args.k, args.chunk_sizes)
     if "knn-backends" in args.only:

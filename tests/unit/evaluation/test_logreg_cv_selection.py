@@ -14,9 +14,9 @@ import torch
 
 from graphssl.evaluation.logreg_probe import (
     LogRegProbe,
+    _design,
     _minimize_lbfgs,
     _softmax_objective,
-    _with_bias_column,
     initial_bias,
 )
 from graphssl.evaluation.probe_inputs import encode_classes, standardization
@@ -181,9 +181,9 @@ def _split_reference(
     validation accuracy (the strongest on ties) and report every split for it."""
     x_train = x[rows["train"]].to(torch.float64)
     mean, scale = standardization(x_train, True)
-    xa = _with_bias_column(x_train, mean, scale)
+    xt = _design(x_train, mean, scale)
     classes, encoded = encode_classes(y[rows["train"]])
-    theta = xa.new_zeros(x.shape[1] + 1, classes.numel())
+    theta = xt.new_zeros(x.shape[1] + 1, classes.numel())
     theta[-1] = initial_bias(encoded, classes.numel(), False)
     theta = theta.view(-1)
 
@@ -194,7 +194,7 @@ def _split_reference(
 
     best: tuple[float, float, torch.Tensor, bool] | None = None
     for lam in grid:
-        objective = _softmax_objective(xa, encoded, classes.numel(), lam)
+        objective = _softmax_objective(xt, encoded, classes.numel(), lam)
         theta, _, converged = _minimize_lbfgs(objective, theta, 5000)
         w = theta.view(x.shape[1] + 1, classes.numel())
         score = accuracy(w, "val")
