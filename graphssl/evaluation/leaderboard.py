@@ -51,6 +51,8 @@ __all__ = [
     "leaderboard_metrics",
     "method_label",
     "published_figures",
+    "selection_notes",
+    "selection_protocol",
     "sources",
     "stat",
     "table",
@@ -277,7 +279,9 @@ def variance_split(values: Sequence[float], factors: Mapping[str, Sequence[Any]]
 class ProbeCell:
     """One probe's figures in one row: ``probe/<probe>/<metric>`` over the runs, the untrained
     baseline and the gain (NaN with ``n == 0`` where no run logged them), the published figure
-    (``None`` when there is none) and, with ``decompose``, the variance split."""
+    (``None`` when there is none), with ``decompose`` the variance split, and how the probe
+    selected its regularisation in these runs (:func:`selection_protocol`; ``""`` when it
+    selects nothing or the runs do not say)."""
 
     probe: str
     metric: str
@@ -286,6 +290,7 @@ class ProbeCell:
     gain: Stat
     published: Published | None = None
     split: VarianceSplit | None = None
+    selection: str = ""
 
     @property
     def difference(self) -> float:
@@ -498,7 +503,49 @@ def _cell(
             for name, k in factors.items()
         }
         split = variance_split([values[i] for i in finite], levels)
-    return ProbeCell(probe, metric, stat(values), stat(bases), stat(gains), figure, split)
+    return ProbeCell(
+        probe,
+        metric,
+        stat(values),
+        stat(bases),
+        stat(gains),
+        figure,
+        split,
+        selection_protocol(runs, probe),
+    )
+
+
+def selection_protocol(runs: Sequence[RunValues], probe: str) -> str:
+    """How ``probe`` selected its L2 strength in ``runs``, read from what it logged:
+    ``"k-fold inner CV"`` where it logged ``probe/<p>/inner_folds`` (the folds it used; several
+    values joined with ``/``), ``"validation split"`` where it logged only its selected
+    ``probe/<p>/weight_decay``, ``""`` where it logged neither (a probe with nothing to
+    select)."""
+    folds = sorted(
+        {round(v) for r in runs if math.isfinite(v := _metric(r, f"probe/{probe}/inner_folds"))}
+    )
+    if folds:
+        return f"{'/'.join(map(str, folds))}-fold inner CV"
+    if any(math.isfinite(_metric(r, f"probe/{probe}/weight_decay")) for r in runs):
+        return "validation split"
+    return ""
+
+
+def selection_notes(board: Leaderboard) -> list[str]:
+    """One line per probe that selects its L2 strength: the protocol and the datasets it was
+    used on, e.g. ``logreg: validation split (Cora, CiteSeer); 5-fold inner CV (MUTAG)``."""
+    out = []
+    for p in board.probes:
+        used: dict[str, list[str]] = {}
+        for r in board.rows:
+            how = r.cells[p].selection
+            if how and r.dataset not in used.setdefault(how, []):
+                used[how].append(r.dataset)
+        if used:
+            out.append(
+                f"{p}: " + "; ".join(f"{how} ({', '.join(names)})" for how, names in used.items())
+            )
+    return out
 
 
 # ---------------------------------------------------------------- outputs
@@ -632,6 +679,9 @@ def leaderboard_markdown(board: Leaderboard, scale: float = 100.0, digits: int =
     refs = sources(board)
     if refs:
         md += ["Published: " + "; ".join(f"[{i + 1}] {src}" for i, src in enumerate(refs)), ""]
+    protocols = selection_notes(board)
+    if protocols:
+        md += ["L2 strength selected by: " + " · ".join(protocols), ""]
     flagged = [r for r in board.rows if r.differs]
     if flagged:
         md += ["⚠: the row's runs differ in more than their seeds:", ""]
@@ -671,6 +721,9 @@ def _html(board: Leaderboard, scale: float, digits: int) -> str:
             + "; ".join(f"[{i + 1}] {html.escape(src)}" for i, src in enumerate(refs))
             + "</p>"
         ]
+    protocols = selection_notes(board)
+    if protocols:
+        parts += ["<p>L2 strength selected by: " + html.escape(" · ".join(protocols)) + "</p>"]
     splits = _split_table(board)
     if len(splits) > 1:
         parts += ["<h2>Variance split</h2>", render(splits)]
@@ -699,6 +752,7 @@ def _csv_rows(board: Leaderboard) -> list[list[Any]]:
         "published",
         "published_source",
         "difference",
+        "selection",
         "epochs",
         "selected_epoch",
         "train_seconds",
@@ -729,6 +783,7 @@ def _csv_rows(board: Leaderboard) -> list[list[Any]]:
                     "" if c.published is None else c.published.value,
                     "" if c.published is None else c.published.source,
                     c.difference,
+                    c.selection,
                     r.epochs.mean,
                     r.selected_epoch.mean,
                     r.train_seconds.mean,

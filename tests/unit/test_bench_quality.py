@@ -52,6 +52,7 @@ def test_run_overrides_compose_the_preset_with_the_benchmarks_probes(
     assert probes.adam._target_.endswith("AdamLinearProbe")  # eval=papers
     assert list(probes.logreg_spec.weight_decay) == list(quality.SPEC_GRID)
     assert probes.logreg_spec.selection == probes.logreg.selection == "split"
+    assert "logreg_split" not in probes  # one protocol on node datasets
 
     # a graph dataset: the SVM of eval=graph_papers; the narrower grid selected as the
     # preset selects the default probe's strength (inner cross-validation)
@@ -62,6 +63,12 @@ def test_run_overrides_compose_the_preset_with_the_benchmarks_probes(
     )
     assert graph.eval.probes.svc._target_.endswith("SVCProbe")
     assert graph.eval.probes.logreg_spec.selection == graph.eval.probes.logreg.selection == "cv"
+    # both protocols on the same embeddings: the default probe again, selecting on the split
+    split = graph.eval.probes.logreg_split
+    assert (
+        split.selection == "split" and split.weight_decay == graph.eval.probes.logreg.weight_decay
+    )
+    assert split.early_stop == graph.eval.probes.logreg.early_stop
     assert graph.trainer.epochs == 7 and graph.num_threads == 1
     assert graph.logger.log_embeddings is True
 
@@ -92,8 +99,11 @@ def test_the_columns_are_the_probes_the_presets_log(quality: ModuleType, tmp_pat
         (m, quality.composed(quality.run_overrides(m, d, tmp_path)))
         for m, d in [("dgi", "cora"), ("grace", "citeseer"), ("infograph", "mutag")]
     ]
-    # GRACE's preset adds GRACE's own evaluation as the probe `grace`; DGI's has none
-    assert quality.columns(configs) == ["logreg", "logreg_spec", "adam", "grace", "svc"]
+    # GRACE's preset adds GRACE's own evaluation as the probe `grace`; DGI's has none; graph
+    # datasets add the default probe selecting on the validation part
+    assert quality.columns(configs) == [
+        "logreg", "logreg_spec", "adam", "grace", "logreg_split", "svc"
+    ]  # fmt: skip
 
 
 def test_the_report_command_selects_the_store_and_the_columns(

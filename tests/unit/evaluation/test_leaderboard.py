@@ -22,6 +22,7 @@ from graphssl.cli import _run_task
 from graphssl.evaluation.leaderboard import (
     Leaderboard,
     leaderboard,
+    leaderboard_markdown,
     method_label,
     published_figures,
     variance_split,
@@ -328,6 +329,37 @@ def test_variance_split_merges_confounded_seeds_and_flags_unbalanced_designs() -
         variance_split([1.0, 2.0, 3.0], {"pretraining": [0, 1]})
 
 
+def test_each_probe_says_how_it_selected_its_l2_strength() -> None:
+    def run(name: str, dataset: str, metrics: dict[str, float]) -> RunRecord:
+        params = {"model._target_": DGI, "dataset.name": dataset, "seed": name}
+        return RunRecord(name, "", "0", "FINISHED", params, metrics)
+
+    node = {"probe/logreg/test_acc": 0.8, "probe/logreg/weight_decay": 1.0}
+    graph = {
+        "probe/logreg/test_acc": 0.7,
+        "probe/logreg/weight_decay_fold0": 0.1,
+        "probe/logreg/inner_folds": 5.0,
+        "probe/logreg_split/test_acc": 0.7,
+        "probe/logreg_split/weight_decay": 0.01,
+    }
+    runs = [
+        run("1", "Cora", {**node, "probe/knn/test_acc": 0.75}),
+        run("2", "MUTAG", graph),
+        run("3", "MUTAG", {**graph, "probe/logreg/inner_folds": 4.0}),  # a rare class: 4 folds
+    ]
+    board = leaderboard(runs, probes=["logreg", "logreg_split", "knn"])
+    assert board.row("dgi", "Cora").cells["logreg"].selection == "validation split"
+    assert board.row("dgi", "MUTAG").cells["logreg"].selection == "4/5-fold inner CV"
+    assert board.row("dgi", "MUTAG").cells["logreg_split"].selection == "validation split"
+    assert board.row("dgi", "Cora").cells["knn"].selection == ""  # nothing to select
+    md = leaderboard_markdown(board)
+    assert (
+        "L2 strength selected by: logreg: validation split (Cora); 4/5-fold inner CV (MUTAG) · "
+        "logreg_split: validation split (MUTAG)"
+    ) in md
+    assert "knn:" not in md
+
+
 def test_rows_with_fewer_than_three_runs_are_not_split() -> None:
     runs = _crossed()[0][:2]
     assert leaderboard(runs, decompose=True).rows[0].cells["knn"].split is None
@@ -341,7 +373,7 @@ def test_published_figures_are_those_of_benchmarks_md() -> None:
     data = OmegaConf.to_container(OmegaConf.load(PUBLISHED_FILE))
     assert isinstance(data, dict)
     figures = published_figures(data["figures"], data["scale"])
-    ours = {(f.method, f.dataset): round(f.value * 100, 1) for f in figures}
+    ours = {(f.method, f.dataset.replace("-", "_")): round(f.value * 100, 1) for f in figures}
     # the table between the markers benchmarks/quality.py writes: its published column (the
     # leaderboard's `logreg published`, "82.3 (-0.6) [1]", or a typed `published`)
     text = (REPO / "BENCHMARKS.md").read_text().split("<!-- quality-table:start -->", 1)[1]
@@ -349,7 +381,7 @@ def test_published_figures_are_those_of_benchmarks_md() -> None:
     first = block[block.index("\n|") + 1 :].split("\n\n", 1)[0]
     head, _, *rows = ([c.strip() for c in ln.strip("|").split("|")] for ln in first.splitlines())
     col = next(i for i, h in enumerate(head) if h in ("published", "logreg published"))
-    table = {(r[0], r[1].casefold()): float(r[col].split()[0]) for r in rows}
+    table = {(r[0], r[1].casefold().replace("-", "_")): float(r[col].split()[0]) for r in rows}
     assert len(table) >= 12  # every row the table shows has its published figure
     assert {key: ours.get(key) for key in table} == table
     assert all(f.source and f.probe == "logreg" and f.metric == "test_acc" for f in figures)
