@@ -19,6 +19,11 @@
     accuracy of both, and the CPU ratio. ``--embeddings PATH`` reads a run's stored
     ``embeddings.pt`` (e.g. GraphCL NCI1's 384 dimensions) with a seeded stratified 80/10/10
     split instead of the Gaussian mixture.
+(f) ``--folds K`` with ``--embeddings``: the default probe (``LogRegProbe``, the whole grid,
+    ``--selection``) on K seeded stratified folds of the stored rows, 10 % of each training part
+    held out for validation, as the k-fold graph datasets evaluate: CPU seconds, selected λ and
+    test accuracy per fold, with the solver as before (``torch.optim.LBFGS`` on
+    ``[n, D + 1]`` rows) and as now, in one run.
 (d) ``KNNProbe`` with its float32 screening on faiss (``backend="faiss"``) vs chunked torch
     matmuls (``backend="torch"``), side by side: time, and whether the neighbours (indices and
     float64 similarities) are identical.
@@ -31,16 +36,18 @@ Usage::
 
     python benchmarks/bench_probes.py                      # 90k train, 30k val, 48k test, D=128
     python benchmarks/bench_probes.py --only solver --embeddings RUN_ARTIFACTS/embeddings.pt
+    python benchmarks/bench_probes.py --embeddings RUN_ARTIFACTS/embeddings.pt --folds 10
     python benchmarks/bench_probes.py --n-train 20000 --n-val 5000 --n-test 10000
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -372,6 +379,65 @@ def bench_solver(x: np.ndarray, y: np.ndarray, n_train: int, n_val: int) -> None
     )
 
 
+@contextlib.contextmanager
+def solver_as_before() -> Iterator[None]:
+    """The probe with its solver as before: ``torch.optim.LBFGS`` on the objective over
+    ``[n, D + 1]`` rows (the transposed design matrix the probe builds, transposed back)."""
+    objective, minimize = linear_probe._softmax_objective, linear_probe._minimize_lbfgs
+
+    def rows(xt: Tensor, y: Tensor, n_classes: int, lam: float) -> Any:
+        return _rows_objective(xt.T.contiguous(), y, n_classes, lam)
+
+    def torch_lbfgs(obj: Any, theta0: Tensor, max_iter: int) -> tuple[Tensor, int, bool]:
+        theta, n_iter = _torch_lbfgs(obj, theta0, max_iter)
+        return theta, n_iter, n_iter < max_iter
+
+    linear_probe._softmax_objective = rows  # type: ignore[assignment]
+    linear_probe._minimize_lbfgs = torch_lbfgs  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        linear_probe._softmax_objective = objective
+        linear_probe._minimize_lbfgs = minimize
+
+
+def bench_folds(x: np.ndarray, y: np.ndarray, folds: int, selection: str, seed: int) -> None:
+    from sklearn.model_selection import StratifiedKFold
+
+    x_t, y_t = torch.from_numpy(x), torch.from_numpy(y)
+    print(
+        f"\n(f) LogRegProbe(selection={selection!r}), whole grid, {folds} folds of {len(y)} rows, "
+        f"D={x.shape[1]}, load average {os.getloadavg()[0]:.1f}"
+    )
+    kfold = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    cpu = {"before": 0.0, "now": 0.0}
+    accs: dict[str, list[float]] = {"before": [], "now": []}
+    for k, (train, test) in enumerate(kfold.split(np.zeros(len(y)), y)):
+        train = np.random.default_rng(seed + k).permutation(train)
+        n_val = len(train) // 10
+        fit, val = torch.as_tensor(train[n_val:]), torch.as_tensor(train[:n_val])
+        line = f"fold {k}:"
+        for label in ("before", "now"):
+            probe = LogRegProbe(early_stop=None, selection=selection)  # type: ignore[arg-type]
+            with solver_as_before() if label == "before" else contextlib.nullcontext():
+                start = time.process_time()
+                out = probe.evaluate(x_t, y_t, fit, val, torch.as_tensor(test))
+                spent = time.process_time() - start
+            cpu[label] += spent
+            accs[label].append(out["test_acc"])
+            line += (
+                f"  {label} {spent:5.1f} CPU s, λ {out['weight_decay']:g}, "
+                f"test {100 * out['test_acc']:.2f}"
+            )
+        print(line, flush=True)
+    mean = {k: 100 * float(np.mean(v)) for k, v in accs.items()}
+    print(
+        f"probe over {folds} folds: before {cpu['before']:.1f} CPU s (test {mean['before']:.2f}), "
+        f"now {cpu['now']:.1f} CPU s (test {mean['now']:.2f}): {cpu['before'] / cpu['now']:.2f}x; "
+        f"load average after {os.getloadavg()[0]:.1f}"
+    )
+
+
 def bench_knn(
     x: np.ndarray, y: np.ndarray, n_train: int, n_query: int, k: int, chunk_sizes: list[int]
 ) -> None:
@@ -466,8 +532,27 @@ def main() -> None:
         help="a run's stored embeddings.pt (embeddings and labels) for (e), split 80/10/10 "
         "stratified with --seed, instead of the Gaussian mixture",
     )
+    parser.add_argument(
+        "--folds",
+        type=int,
+        help="with --embeddings: the default probe on this many stratified folds of the stored "
+        "rows, solver before and now (f)",
+    )
+    parser.add_argument("--selection", choices=["split", "cv"], default="split")
     args = parser.parse_args()
 
+    if args.folds is not None:
+        if args.embeddings is None:
+            parser.error("--folds needs --embeddings")
+        stored = torch.load(args.embeddings, map_location="cpu", weights_only=True)
+        bench_folds(
+            stored["embeddings"].numpy(),
+            stored["labels"].view(-1).numpy(),
+            args.folds,
+            args.selection,
+            args.seed,
+        )
+        return
     if args.embeddings is not None:
         x, y, args.n_train, args.n_val = stored_embeddings(args.embeddings, args.seed)
         args.only = ["solver"]

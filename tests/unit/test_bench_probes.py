@@ -56,3 +56,23 @@ def test_stored_embeddings_split(bench: ModuleType, tmp_path: Path) -> None:
     assert sorted(y.tolist()) == sorted(labels.tolist())  # every row once
     assert np.mean(y[:n_train]) == pytest.approx(0.4)  # stratified
     assert x.dtype == np.float64 and x.shape == (100, 5)
+
+
+def test_folds_compare_the_solver_before_and_now(
+    bench: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from graphssl.evaluation import logreg_probe
+
+    x, y = bench.gaussian_mixture(300, 6, 2, 2.0, seed=2)
+    bench.bench_folds(x, y, folds=3, selection="split", seed=0)
+    out = capsys.readouterr().out
+    folds = re.findall(
+        r"fold \d:  before +[\d.]+ CPU s, λ (\S+), test ([\d.]+)  now +[\d.]+ CPU s, λ (\S+), "
+        r"test ([\d.]+)",
+        out,
+    )
+    assert len(folds) == 3
+    assert re.search(r"probe over 3 folds: before [\d.]+ CPU s .* now [\d.]+ CPU s", out)
+    # the solver is put back after the 'before' probe
+    assert logreg_probe._minimize_lbfgs.__module__ == "graphssl.evaluation.logreg_probe"
+    assert logreg_probe._softmax_objective.__name__ == "_softmax_objective"
