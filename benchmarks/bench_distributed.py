@@ -43,7 +43,10 @@ alone, then ``D`` at the same time. With them an epoch's ratio ``1x1 / DxT`` spl
 factors: the half batches' extra work (one process alone over the whole epoch at ``B / D``,
 against ``1x1`` at ``B``: fewer shared neighbours per batch), the slowdown of running ``D`` at
 once (memory bandwidth and caches the cores share: the processes at once, against alone) and
-what the ranks' synchronisation adds on top (``DxT`` against the processes at once).
+what the ranks' synchronisation adds on top (``DxT`` against the processes at once). The last
+splits by CPU time: the ranks' extra CPU over their share of the processes' at once (the
+collectives' own work, reading the graph from shared memory) and the time a rank spends off the
+CPU, blocked in a collective until the slower rank arrives.
 
 GraphMAE is not benchmarked with ``D > 1``: graphssl refuses it on several processes (a seed's
 reconstruction reads its neighbours' codes, so the slices of a global batch do not give the
@@ -57,6 +60,13 @@ Usage::
     python benchmarks/bench_distributed.py --dataset synthetic_large --max-batches 150 --epochs 4 \\
         --configs 1x1 1x2 2x1            # ogbn-products size (2,449,029 nodes), cached graph
     python benchmarks/bench_distributed.py --configs 1x1 2x1 --ceiling
+    python benchmarks/bench_distributed.py --collectives 248000   # gloo's cost per all-reduce
+
+``--collectives N`` trains nothing: two gloo ranks on this machine all-reduce tensors of 2, 257
+and ``N`` float32 values (a DGI step's loss mean, its summary's sums and its gradients: 248,000
+for SAGE [100 → 256 → 256] and its 256 × 256 discriminator), 300 times each, both ranks ready
+at once, and print each rank's CPU and wall milliseconds per call: what the collectives cost
+without any wait for a slower rank.
 """
 
 from __future__ import annotations
@@ -640,10 +650,68 @@ def ceiling_lines(
             f"{single['config']}"
         )
     if wide is not None:
+        sync = wide["epoch_s"] / together
         lines.append(
-            f"factor: synchronisation ({wide['config']} over the trainings at once) "
-            f"{wide['epoch_s'] / together:.2f}×"
+            f"factor: synchronisation ({wide['config']} over the trainings at once) {sync:.2f}×"
         )
+        if "epoch_cpu_s" in wide and all("epoch_cpu_s" in r for r in pair):
+            # a rank's CPU against its share of the trainings' at once; the rest of the factor
+            # is time a rank spends off the CPU: blocked in a collective on the slower rank
+            share = statistics.fmean(r["epoch_cpu_s"] for r in pair) / devices
+            cpu = (wide["epoch_cpu_s"] / devices) / share
+            busy = wide["epoch_cpu_s"] / (devices * wide["epoch_s"])
+            lines.append(
+                f"  of which: the ranks' CPU {cpu:.2f}× their share of the trainings' at once "
+                f"(collectives, shared memory), waiting off the CPU {sync / cpu:.2f}× "
+                f"(a rank's CPU over the epoch's wall time: {100 * busy:.0f} %)"
+            )
+    return lines
+
+
+def _all_reduce_rank(rank: int, sizes: Sequence[int], reps: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    rendezvous = Path(out, "rendezvous")
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+    timings = {}
+    for size in sizes:
+        tensor = torch.ones(size)
+        for _ in range(20):  # warm-up: the pairs' buffers
+            dist.all_reduce(tensor)
+        dist.barrier()
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(reps):
+            dist.all_reduce(tensor)
+        timings[size] = (
+            1e3 * (time.process_time() - cpu) / reps,
+            1e3 * (time.perf_counter() - wall) / reps,
+        )
+    dist.destroy_process_group()
+    Path(out, f"collectives{rank}.json").write_text(json.dumps(timings))
+
+
+def collective_costs(size: int, reps: int = 300) -> list[str]:
+    """Two gloo ranks all-reducing 2, 257 and ``size`` float32 values ``reps`` times each:
+    a line per rank with the CPU and wall milliseconds per call."""
+    import multiprocessing
+
+    sizes = [2, 257, size]
+    with tempfile.TemporaryDirectory() as out:
+        ctx = multiprocessing.get_context("spawn")
+        procs = [ctx.Process(target=_all_reduce_rank, args=(r, sizes, reps, out)) for r in range(2)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join()
+            if proc.exitcode != 0:
+                raise SystemExit(f"an all-reduce rank failed (exit {proc.exitcode})")
+        lines = []
+        for rank in range(2):
+            got = json.loads(Path(out, f"collectives{rank}.json").read_text())
+            cells = [f"{n:,} values {got[str(n)][0]:.2f} / {got[str(n)][1]:.2f}" for n in sizes]
+            lines.append(f"rank {rank}, CPU / wall ms per all-reduce: " + "; ".join(cells))
     return lines
 
 
@@ -708,6 +776,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=10.0,
         help="longest time between smaps_rollup reads (also read at each new high of the RSS)",
     )
+    parser.add_argument(
+        "--collectives",
+        type=int,
+        metavar="N",
+        help="train nothing: time gloo all-reduces of 2, 257 and N values on two ranks",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -733,6 +807,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     sys.path.insert(0, str(REPO))
     os.environ.setdefault("GRAPHSSL_DOWNLOAD", "false")
 
+    if args.collectives is not None:
+        print(f"load average {os.getloadavg()[0]:.1f}")
+        print("\n".join(collective_costs(args.collectives)))
+        return
     if args.child == "prepare":
         prepare(args)
         return

@@ -140,6 +140,17 @@ def test_ceiling_splits_the_speed_up_into_its_factors(bench):
     assert lines[1] == "factor: contention (at once / alone) 1.20×"
     assert lines[2].endswith("1.10×; ceiling 1.52× 1x1")
     assert lines[3] == "factor: synchronisation (2x1 over the trainings at once) 1.10×"
+    assert len(lines) == 4  # no CPU times: no split
+    # with CPU times: the pair's 126.5 CPU s each make a 63.25 s share a rank; the 2x1 job
+    # used 132.0 CPU s (66.0 a rank, 1.04×) over a 72.6 s epoch (busy 91 %)
+    for r, cpu in zip(pair, (121.0, 132.0), strict=True):
+        r["epoch_cpu_s"] = cpu
+    wide["epoch_cpu_s"] = 132.0
+    split = bench.ceiling_lines(one, pair, single, wide)[4]
+    assert split == (
+        "  of which: the ranks' CPU 1.04× their share of the trainings' at once (collectives, "
+        "shared memory), waiting off the CPU 1.05× (a rank's CPU over the epoch's wall time: 91 %)"
+    )
     assert bench._with_batch(["--batch", "1024", "--seed", "0"], 512) == [
         "--batch",
         "512",
