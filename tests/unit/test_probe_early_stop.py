@@ -53,3 +53,16 @@ def test_the_whole_grid_reproduces_the_run_and_the_table_compares_both(
     assert whole == pytest.approx(100 * metrics["probe/logreg/test_acc"], abs=0.005)
     assert "| dgi-sbm | 1 |" in out
     assert "(tolerance 0.1)" in out
+
+    # the solver as before against now, on the same stored run: the same fit on this small graph
+    argv = ["--store", str(outputs_dir), "--experiment", "early-stop-test", "--compare", "solver"]
+    assert script.main(argv) == 0
+    out = capsys.readouterr().out
+    (line,) = [row for row in out.splitlines() if row.startswith("dgi-sbm-seed0")]
+    before, now = (float(part.split(";")[0]) for part in line.split("test ")[1].split(" → ")[:2])
+    assert before == pytest.approx(now, abs=1e-9)
+    assert before == pytest.approx(100 * metrics["probe/logreg/test_acc"], abs=0.005)
+    assert "CPU now / before" in out and "| dgi-sbm | 1 | 1 |" in out
+    from graphssl.evaluation import logreg_probe  # the solver is put back
+
+    assert logreg_probe._minimize_lbfgs.__module__ == "graphssl.evaluation.logreg_probe"
