@@ -519,14 +519,15 @@ def selection_protocol(runs: Sequence[RunValues], probe: str) -> str:
     """How ``probe`` selected its L2 strength in ``runs``, read from what it logged:
     ``"k-fold inner CV"`` where it logged ``probe/<p>/inner_folds`` (the folds it used; several
     values joined with ``/``), ``"validation split"`` where it logged only its selected
-    ``probe/<p>/weight_decay``, ``""`` where it logged neither (a probe with nothing to
-    select)."""
+    ``probe/<p>/weight_decay`` (a tag, or a metric), ``""`` where it logged neither (a probe
+    with nothing to select)."""
     folds = sorted(
         {round(v) for r in runs if math.isfinite(v := _metric(r, f"probe/{probe}/inner_folds"))}
     )
     if folds:
         return f"{'/'.join(map(str, folds))}-fold inner CV"
-    if any(math.isfinite(_metric(r, f"probe/{probe}/weight_decay")) for r in runs):
+    # the selected strength: a tag (the metrics hold numbers that average over folds)
+    if any(r.value(f"probe/{probe}/weight_decay") not in (None, "") for r in runs):
         return "validation split"
     return ""
 

@@ -330,11 +330,13 @@ def test_variance_split_merges_confounded_seeds_and_flags_unbalanced_designs() -
 
 
 def test_each_probe_says_how_it_selected_its_l2_strength() -> None:
-    def run(name: str, dataset: str, metrics: dict[str, float]) -> RunRecord:
+    def run(name: str, dataset: str, metrics: dict[str, float], **tags: str) -> RunRecord:
         params = {"model._target_": DGI, "dataset.name": dataset, "seed": name}
-        return RunRecord(name, "", "0", "FINISHED", params, metrics)
+        tags = {k.replace("__", "/"): v for k, v in tags.items()}
+        return RunRecord(name, "", "0", "FINISHED", params, metrics, tags)
 
-    node = {"probe/logreg/test_acc": 0.8, "probe/logreg/weight_decay": 1.0}
+    # a train run logs the strength it selected as a tag
+    node = {"probe/logreg/test_acc": 0.8}
     graph = {
         "probe/logreg/test_acc": 0.7,
         "probe/logreg/weight_decay_fold0": 0.1,
@@ -343,7 +345,7 @@ def test_each_probe_says_how_it_selected_its_l2_strength() -> None:
         "probe/logreg_split/weight_decay": 0.01,
     }
     runs = [
-        run("1", "Cora", {**node, "probe/knn/test_acc": 0.75}),
+        run("1", "Cora", {**node, "probe/knn/test_acc": 0.75}, probe__logreg__weight_decay="1.0"),
         run("2", "MUTAG", graph),
         run("3", "MUTAG", {**graph, "probe/logreg/inner_folds": 4.0}),  # a rare class: 4 folds
     ]
