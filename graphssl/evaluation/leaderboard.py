@@ -526,7 +526,7 @@ def selection_protocol(runs: Sequence[RunValues], probe: str) -> str:
     )
     if folds:
         return f"{'/'.join(map(str, folds))}-fold inner CV"
-    # the selected strength: a tag (the metrics hold numbers that average over folds)
+    # a train run logs the strength it selected as a tag
     if any(r.value(f"probe/{probe}/weight_decay") not in (None, "") for r in runs):
         return "validation split"
     return ""
