@@ -79,14 +79,19 @@ def gaussian_mixture(
     return x.astype(np.float32), y
 
 
+def load_stored(path: Path) -> tuple[Tensor, Tensor]:
+    """A run's stored ``embeddings.pt``: its embeddings and its labels as one column."""
+    stored = torch.load(path, map_location="cpu", weights_only=True)
+    return stored["embeddings"], stored["labels"].view(-1)
+
+
 def stored_embeddings(path: Path, seed: int) -> tuple[np.ndarray, np.ndarray, int, int]:
     """A run's ``embeddings.pt`` rows reordered into a stratified 80/10/10 split (training,
     validation, test rows in that order), and the training and validation counts."""
     from sklearn.model_selection import train_test_split
 
-    stored = torch.load(path, map_location="cpu", weights_only=True)
-    x = stored["embeddings"].to(torch.float64).numpy()
-    y = stored["labels"].view(-1).numpy()
+    embeddings, labels = load_stored(path)
+    x, y = embeddings.to(torch.float64).numpy(), labels.numpy()
     rows = np.arange(len(y))
     train, rest = train_test_split(rows, train_size=0.8, stratify=y, random_state=seed)
     val, test = train_test_split(rest, train_size=0.5, stratify=y[rest], random_state=seed)
@@ -544,14 +549,8 @@ def main() -> None:
     if args.folds is not None:
         if args.embeddings is None:
             parser.error("--folds needs --embeddings")
-        stored = torch.load(args.embeddings, map_location="cpu", weights_only=True)
-        bench_folds(
-            stored["embeddings"].numpy(),
-            stored["labels"].view(-1).numpy(),
-            args.folds,
-            args.selection,
-            args.seed,
-        )
+        embeddings, labels = load_stored(args.embeddings)
+        bench_folds(embeddings.numpy(), labels.numpy(), args.folds, args.selection, args.seed)
         return
     if args.embeddings is not None:
         x, y, args.n_train, args.n_val = stored_embeddings(args.embeddings, args.seed)
@@ -568,7 +567,7 @@ def main() -> None:
     if "grid" in args.only:
         bench_grid(x, y, args.n_train, args.n_val)
     # kNN queries are the test rows (ogbn-arxiv: 90,941 train x 48,603 test).
-    order = np.r_[np.arange(args.n_train), np.arange(args.n_train + args.n_val, n)]
+    order = np.r_[np.arange(args.n_train), np.arange(args.n_train + args.n_val, len(y))]
     if "solver" in args.only:
         bench_solver(x, y, args.n_train, args.n_val)
     if "knn" in args.only:

@@ -88,8 +88,7 @@ def probe_twice(
     out: dict[str, Any] = {"name": run.run_name, "dataset": dm.name}
     own = cfg.eval.probes.logreg.get("early_stop")
     if compare == "solver":
-        sys.path.insert(0, str(REPO / "benchmarks"))
-        from bench_probes import solver_as_before
+        from bench_probes import solver_as_before  # benchmarks/ is on sys.path (main)
 
         settings: list[tuple[str, Any, Any]] = [
             ("whole", own, solver_as_before),
@@ -133,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     db = args.store / "mlflow.db"
     if not db.is_file():
         parser.error(f"--store {args.store}: no MLflow store there (expected {db})")
-    sys.path.insert(0, str(REPO))
+    sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     from graphssl.tracking import artifacts
     from graphssl.tracking.store import TrackingStore
