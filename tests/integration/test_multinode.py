@@ -23,7 +23,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from graphssl.training.distributed import PORT_SPAN, port_for_job
+from graphssl.training.distributed.cluster import PORT_SPAN, port_for_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

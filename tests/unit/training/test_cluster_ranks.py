@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphssl.training.distributed import (
+from graphssl.training.distributed.cluster import (
     PORT_BASE,
     PORT_SPAN,
     ClusterRanks,

@@ -54,6 +54,7 @@ from graphssl.methods.supervised import Supervised
 from graphssl.models.encode import encode
 from graphssl.models.encoders import GINEncoder, SAGEEncoder
 from graphssl.training import distributed
+from graphssl.training.distributed.batchnorm import swap_batchnorm
 from graphssl.training.trainer import Trainer
 
 NODES, FEATURES, GRAPHS, IMAGES = 24, 5, 12, 24
@@ -876,7 +877,7 @@ def test_spawned_ranks_never_import_the_tracking_store() -> None:
 def test_batchnorm_swaps_back_with_the_same_parameters() -> None:
     model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Sequential(nn.BatchNorm2d(2)))
     weight, stats = model[1].weight, model[2][0].running_mean
-    distributed._swap_batchnorm(model, distributed.GatheredBatchNorm)
+    swap_batchnorm(model, distributed.GatheredBatchNorm)
     assert isinstance(model[1], distributed.GatheredBatchNorm)
     assert isinstance(model[2][0], distributed.GatheredBatchNorm)
     assert model[1].weight is weight and model[2][0].running_mean is stats

@@ -1,0 +1,124 @@
+"""BatchNorm over the global batch: a model's BatchNorm layers swapped for ones whose statistics
+cover all ranks (:func:`prepare_method`), and swapped back (:func:`revert_sync_batchnorm`)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from graphssl.methods.collective import all_reduce_sum, world_size
+from graphssl.training.distributed.sync import broadcast_parameters
+
+__all__ = ["GatheredBatchNorm", "prepare_method", "revert_sync_batchnorm", "swap_batchnorm"]
+
+
+class GatheredBatchNorm(_BatchNorm):
+    """BatchNorm whose training statistics cover every rank's rows: the per-channel sums and
+    the row count are summed over ranks with gradient (:func:`all_reduce_sum`), then the sums
+    of squared deviations from that global mean, so each rank normalises its own rows exactly
+    as one process normalises the global batch; the running statistics, updated from the same
+    global mean and (unbiased) variance, stay identical on every rank. Two all-reduces of
+    ``C + 1`` and ``C`` numbers forward and two backward, on any device and backend (gloo
+    included, which :class:`torch.nn.SyncBatchNorm` does not support; on CUDA
+    :func:`prepare_method` uses ``SyncBatchNorm``). Outside a process group, or in evaluation
+    mode, it is the BatchNorm it replaced."""
+
+    #: the BatchNorm class this layer replaced (:func:`revert_sync_batchnorm` restores it)
+    replaced: type[_BatchNorm] = nn.BatchNorm1d
+
+    def _check_input_dim(self, input: torch.Tensor) -> None:
+        if input.dim() < 2:
+            raise ValueError(f"expected an input of 2 or more dimensions, got {input.dim()}D")
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if not (self.training and world_size() > 1):
+            return super().forward(input)
+        self._check_input_dim(input)
+        dims = [0, *range(2, input.dim())]  # every dimension but the channels
+        shape = [1, -1] + [1] * (input.dim() - 2)
+        rows = input.numel() // max(input.shape[1], 1)
+        stats = all_reduce_sum(torch.cat([input.sum(dims), input.new_full((1,), float(rows))]))
+        count = stats[-1]
+        if float(count) < 2:
+            raise ValueError(
+                f"expected more than 1 value per channel over all ranks when training, got "
+                f"input size {list(input.shape)} and {int(count)} value(s) in all"
+            )
+        mean = stats[:-1] / count
+        centred = input - mean.view(shape)
+        var = all_reduce_sum(centred.square().sum(dims)) / count
+        out = centred * torch.rsqrt(var + self.eps).view(shape)
+        if self.affine:
+            out = out * self.weight.view(shape) + self.bias.view(shape)
+        if self.track_running_stats and self.running_mean is not None:
+            self._update_running_stats(mean.detach(), var.detach() * count / (count - 1))
+        return out
+
+    @torch.no_grad()
+    def _update_running_stats(self, mean: torch.Tensor, unbiased_var: torch.Tensor) -> None:
+        """As ``_BatchNorm`` updates them: an exponential average with ``momentum``, or the
+        cumulative average when ``momentum`` is ``None``."""
+        assert self.num_batches_tracked is not None and self.running_var is not None
+        assert self.running_mean is not None
+        self.num_batches_tracked.add_(1)
+        factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        self.running_mean.mul_(1 - factor).add_(mean.to(self.running_mean.dtype), alpha=factor)
+        self.running_var.mul_(1 - factor).add_(
+            unbiased_var.to(self.running_var.dtype), alpha=factor
+        )
+
+
+def swap_batchnorm(module: nn.Module, to: type[_BatchNorm] | None) -> nn.Module:
+    """``module`` with its BatchNorm layers replaced by ``to`` (``None``: by the class each
+    :class:`GatheredBatchNorm` or ``SyncBatchNorm`` replaced), sharing their parameters and
+    buffers; a module that is not a BatchNorm is changed in place and returned."""
+    out = module
+    if isinstance(module, _BatchNorm):
+        if to is None:  # only the layers a swap made know what they replaced
+            target = module.__dict__.get("replaced") or (
+                module.replaced if isinstance(module, GatheredBatchNorm) else None
+            )
+        elif isinstance(module, to):
+            target = None
+        else:
+            target = to
+        if target is not None and type(module) is not target:
+            out = target(
+                module.num_features,
+                module.eps,
+                module.momentum,  # type: ignore[arg-type]
+                module.affine,
+                module.track_running_stats,
+            )
+            if to is not None:
+                out.replaced = type(module)  # type: ignore[assignment]
+            if module.affine:
+                out.weight, out.bias = module.weight, module.bias
+            out.running_mean, out.running_var = module.running_mean, module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.train(module.training)
+    for name, child in module.named_children():
+        swapped = swap_batchnorm(child, to)
+        if swapped is not child:
+            setattr(out, name, swapped)
+    return out
+
+
+def prepare_method(method: nn.Module, device: torch.device | str = "cpu") -> nn.Module:
+    """Make every rank hold the same model: BatchNorm layers normalise over the global batch
+    (:class:`GatheredBatchNorm`; :class:`torch.nn.SyncBatchNorm` on CUDA; same parameters and
+    state-dict keys), then rank 0's parameters and buffers are broadcast. Returns ``method``."""
+    if isinstance(method, _BatchNorm):
+        raise TypeError(
+            f"{type(method).__name__} is itself a BatchNorm layer; expected a model holding them"
+        )
+    cuda = torch.device(device).type == "cuda"
+    swap_batchnorm(method, nn.SyncBatchNorm if cuda else GatheredBatchNorm)
+    return broadcast_parameters(method)
+
+
+def revert_sync_batchnorm(module: nn.Module) -> nn.Module:
+    """Undo :func:`prepare_method`'s BatchNorm replacement (same parameters and buffers), so
+    the model runs on one process again; returns ``module``."""
+    return swap_batchnorm(module, None)

@@ -1,0 +1,86 @@
+"""What keeps every rank's model the same: rank 0's values broadcast, gradients averaged."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import TypeVar
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from graphssl.methods.collective import comm_device, rank, world_size
+
+__all__ = ["broadcast_object", "broadcast_parameters", "broadcast_state", "sync_gradients"]
+
+T = TypeVar("T")
+
+
+def broadcast_object(obj: T, src: int = 0) -> T:
+    """``obj`` of rank ``src`` on every rank (``obj`` itself without a group): small picklable
+    values such as flags (``torch.distributed.broadcast_object_list``)."""
+    if world_size() == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]  # type: ignore[no-any-return]
+
+
+def broadcast_state(state: T, src: int = 0) -> T:
+    """A checkpoint-like ``state`` (tensors, numbers, strings, containers, ``None``) of rank
+    ``src`` on every rank: written with ``torch.save`` and read back with
+    ``torch.load(weights_only=True)``, so the receiving ranks run no code from it."""
+    if world_size() == 1:
+        return state
+    me, device = rank(), comm_device()
+    if me == src:
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8).to(device)
+        size = torch.tensor([data.numel()], dtype=torch.long, device=device)
+    else:
+        size = torch.zeros(1, dtype=torch.long, device=device)
+    dist.broadcast(size, src=src)
+    if me != src:
+        data = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
+    dist.broadcast(data, src=src)
+    if me == src:
+        return state
+    raw = data.cpu().numpy().tobytes()
+    return torch.load(io.BytesIO(raw), weights_only=True, map_location="cpu")  # type: ignore[no-any-return]
+
+
+def broadcast_parameters(module: nn.Module, src: int = 0) -> nn.Module:
+    """Give every rank ``src``'s parameters and buffers of ``module`` (in place, no gradient);
+    ``module`` unchanged without a group. Returns ``module``."""
+    if world_size() == 1:
+        return module
+    with torch.no_grad():
+        for tensor in [*module.parameters(), *module.buffers()]:
+            dist.broadcast(tensor.data, src=src)
+    return module
+
+
+def sync_gradients(parameters: Sequence[nn.Parameter]) -> None:
+    """Average the gradients of ``parameters`` over ranks, in one all-reduce; a parameter that
+    got no gradient on a rank counts as zero there (every rank then holds the same ``.grad``)."""
+    world = world_size()
+    if world == 1:
+        return
+    params = list(parameters)
+    if not params:
+        return
+    flat = torch.cat(
+        [
+            (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).to(params[0].dtype)
+            for p in params
+        ]
+    )
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    flat /= world
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad = flat[offset : offset + n].view_as(p).to(p.dtype).clone()
+        offset += n
