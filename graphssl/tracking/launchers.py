@@ -230,9 +230,7 @@ def joblib_launch(
             except queue.Empty:
                 break
             never += 1
-        from graphssl.tracking.sweep import set_active_sweep_tags
-
-        set_active_sweep_tags({"jobs_not_started": str(never)})
+        _report_stop({"jobs_not_started": str(never)})
         workers = [p for ex in list(executors) for p in (ex._processes or {}).values()]
         end_processes(workers, grace=_STOP_GRACE_S)
         for t in threads:
@@ -386,9 +384,27 @@ def ray_launch(original: Callable[..., Sequence[JobReturn]]) -> Callable[..., An
     return launch
 
 
-def install() -> None:
+def _ignore(tags: dict[str, str]) -> None:
+    return None
+
+
+#: where a stopped joblib launch reports what it left undone, as tags for the sweep's parent run
+#: (:func:`install`'s ``report_stop``)
+_report_stop: Callable[[dict[str, str]], None] = _ignore
+
+
+def install(report_stop: Callable[[dict[str, str]], None] | None = None) -> None:
     """Patch the installed joblib and submitit launcher plugins (idempotent; a plugin that is
-    not installed is skipped)."""
+    not installed is skipped).
+
+    Args:
+        report_stop: called with tags for the sweep's parent run when Ctrl-C or SIGTERM stops
+            a joblib launch (``{"jobs_not_started": "<count>"}``); the sweep callback passes
+            its own. ``None`` keeps the one given before.
+    """
+    global _report_stop
+    if report_stop is not None:
+        _report_stop = report_stop
     try:
         from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
     except ImportError:

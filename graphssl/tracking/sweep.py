@@ -291,7 +291,9 @@ class MLflowSweepCallback(Callback):
         from graphssl.tracking.context import tracking_settings
         from graphssl.tracking.launchers import install
 
-        install()  # a dead joblib/submitit worker then fails only its own job
+        # a dead joblib/submitit worker then fails only its own job; a stopped joblib launch
+        # reports the jobs it never started to this sweep's parent
+        install(report_stop=set_active_sweep_tags)
         for change in apply_sweep_limits(config):
             log.info("debug: sweep limited, %s", change)
 
