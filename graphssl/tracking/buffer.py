@@ -28,15 +28,13 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from graphssl.tracking.mlflow_store import interrupt_deferred
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
-
-    from graphssl.tracking.run import RunTracker
 
 __all__ = [
     "BufferedRun",
@@ -237,6 +235,18 @@ def send_journal(client: MlflowClient, run: Run) -> int:
     return len(points)
 
 
+class RunSink(Protocol):
+    """What :class:`BufferedRun` sends to: an entered :class:`~graphssl.tracking.run.RunTracker`."""
+
+    run_id: str
+    tracking_uri: str
+    client: MlflowClient
+
+    def log_timed_points(self, points: list[tuple[str, float, int, int]]) -> None: ...
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None: ...
+
+
 class BufferedRun:
     """The metrics sink of a run: journal on disk first, then the MLflow store.
 
@@ -251,7 +261,7 @@ class BufferedRun:
 
     def __init__(
         self,
-        tracker: RunTracker,
+        tracker: RunSink,
         path: str | os.PathLike[str],
         resumed: bool = False,
         max_backoff_s: float = 30.0,

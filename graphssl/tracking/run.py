@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -13,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 from graphssl.tracking import mlflow_store
 from graphssl.tracking.buffer import retry_store
 from graphssl.tracking.mlflow_store import interrupt_deferred
+from graphssl.tracking.secrets import Masker, mask_hydra_dir
 from graphssl.training.trainer import Callback, EpochResult, FitResult, Trainer
 
 if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
     from graphssl.tracking.buffer import BufferedRun
-    from graphssl.tracking.store import TrackingStore
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +41,11 @@ class RunTracker:
         tags: extra tags set at creation.
         artifact_location: artifact root for a newly created experiment.
         run_id: continue this existing run (``resume=true``) instead of creating one.
-        store: the task's :class:`~graphssl.tracking.store.TrackingStore`, whose client is
-            reused (default: a client of its own on ``tracking_uri``).
+        client: the MLflow client to log through (a
+            :class:`~graphssl.tracking.store.TrackingStore` passes its own; default: a client of
+            its own on ``tracking_uri``).
+        experiment_id: the id of ``experiment_name``, when the caller knows it (default: looked
+            up, or the experiment created).
 
     It is also the metrics sink of the trainer callbacks
     (:class:`graphssl.training.callbacks.MetricSink`: ``log_metrics`` and ``set_tags``).
@@ -54,19 +60,20 @@ class RunTracker:
         tags: Mapping[str, str] | None = None,
         artifact_location: str | None = None,
         run_id: str | None = None,
-        store: TrackingStore | None = None,
+        client: MlflowClient | None = None,
+        experiment_id: str | None = None,
     ) -> None:
         # MLflow logs every SQL error of its store with the full traceback before raising it;
         # graphssl reports the raised error itself (a warning line, or the task's one paragraph)
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
         self.tracking_uri = tracking_uri
-        self.client = store.client if store is not None else mlflow_store.client(tracking_uri)
+        self.client = client if client is not None else mlflow_store.client(tracking_uri)
         if artifact_location is None and tracking_uri.startswith("sqlite:///"):
             # beside the store, never MLflow's cwd-relative ./mlruns default
             store_dir = Path(tracking_uri[len("sqlite:///") :]).parent
             artifact_location = mlflow_store.default_artifact_location(tracking_uri, store_dir)
-        if store is not None and experiment_name == store.experiment_name:
-            self.experiment_id = store.experiment_id()
+        if experiment_id is not None:
+            self.experiment_id = experiment_id
         else:
             self.experiment_id = mlflow_store.ensure_experiment(
                 self.client, experiment_name, artifact_location
@@ -267,3 +274,32 @@ def _is_duplicate_key(err: BaseException) -> bool:
     return (
         "UniqueViolation" in text or "UNIQUE constraint failed" in text or ("duplicate key" in text)
     )
+
+
+def log_run_config(
+    tracker: RunTracker,
+    masker: Masker,
+    params: Mapping[str, Any],
+    config_yaml: str,
+    hydra_dir: Path | None,
+) -> None:
+    """Log a run's params, ``config.yaml`` and ``.hydra/*`` files, with secrets masked; the
+    run folder's ``.hydra/`` files are masked in place too (:func:`mask_hydra_dir`)."""
+    tracker.log_params(masker.mapping(params))
+    tracker.log_text(masker.yaml_text(config_yaml), "config.yaml")
+    if hydra_dir is None or not hydra_dir.is_dir():
+        return
+    mask_hydra_dir(hydra_dir, masker)
+    with tempfile.TemporaryDirectory(prefix="graphssl-hydra-") as tmp:
+        for src in sorted(p for p in hydra_dir.rglob("*") if p.is_file()):
+            dest = Path(tmp) / src.relative_to(hydra_dir)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                text = src.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue  # only Hydra's YAML files are expected here; anything else stays out
+            masked = (
+                masker.yaml_text(text) if src.suffix in (".yaml", ".yml") else masker.text(text)
+            )
+            dest.write_text(masked, encoding="utf-8")
+        tracker.log_artifacts(tmp, ".hydra")

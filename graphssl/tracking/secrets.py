@@ -23,15 +23,11 @@ import contextlib
 import os
 import pickle
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
-
-if TYPE_CHECKING:
-    from graphssl.tracking.run import RunTracker
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
@@ -39,7 +35,6 @@ __all__ = [
     "MASK",
     "PATTERNS_KEY",
     "Masker",
-    "log_run_config",
     "mask_hydra_dir",
     "mask_yaml_file",
     "write_config_pickle",
@@ -293,32 +288,3 @@ def mask_hydra_dir(folder: Path, masker: Masker) -> bool:
         else:
             (folder / HYDRA_PICKLE).unlink()  # cannot be rebuilt masked: never left with secrets
     return changed
-
-
-def log_run_config(
-    tracker: RunTracker,
-    masker: Masker,
-    params: Mapping[str, Any],
-    config_yaml: str,
-    hydra_dir: Path | None,
-) -> None:
-    """Log a run's params, ``config.yaml`` and ``.hydra/*`` files, with secrets masked; the
-    run folder's ``.hydra/`` files are masked in place too (:func:`mask_hydra_dir`)."""
-    tracker.log_params(masker.mapping(params))
-    tracker.log_text(masker.yaml_text(config_yaml), "config.yaml")
-    if hydra_dir is None or not hydra_dir.is_dir():
-        return
-    mask_hydra_dir(hydra_dir, masker)
-    with tempfile.TemporaryDirectory(prefix="graphssl-hydra-") as tmp:
-        for src in sorted(p for p in hydra_dir.rglob("*") if p.is_file()):
-            dest = Path(tmp) / src.relative_to(hydra_dir)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                text = src.read_text(encoding="utf-8")
-            except (UnicodeDecodeError, OSError):
-                continue  # only Hydra's YAML files are expected here; anything else stays out
-            masked = (
-                masker.yaml_text(text) if src.suffix in (".yaml", ".yml") else masker.text(text)
-            )
-            dest.write_text(masked, encoding="utf-8")
-        tracker.log_artifacts(tmp, ".hydra")

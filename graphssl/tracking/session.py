@@ -40,8 +40,8 @@ from graphssl.tracking.embeddings import log_embeddings
 from graphssl.tracking.identity import resume_target
 from graphssl.tracking.mlflow_store import flatten
 from graphssl.tracking.models import initial_state, log_method
-from graphssl.tracking.run import MLflowMetricsCallback, RunTracker
-from graphssl.tracking.secrets import Masker, log_run_config
+from graphssl.tracking.run import MLflowMetricsCallback, RunTracker, log_run_config
+from graphssl.tracking.secrets import Masker
 from graphssl.tracking.stale import HASH_TAG, owner_tags
 from graphssl.tracking.store import TrackingStore
 from graphssl.tracking.sweep import job_run_name, read_parent

@@ -121,15 +121,17 @@ class TrackingStore:
 
         if role is not None:
             tags = {**(tags or {}), ROLE_TAG: role[0], **owner_tags()}
+        name = experiment_name or self.experiment_name
         tracker = RunTracker(
             self.tracking_uri,
-            experiment_name or self.experiment_name,
+            name,
             run_name=run_name,
             parent_run_id=parent_run_id,
             tags=tags,
             artifact_location=self.artifact_location,
             run_id=run_id,
-            store=self,
+            client=self.client,
+            experiment_id=self.experiment_id() if name == self.experiment_name else None,
         )
         tracker.wait_s = wait_s
         if role is not None:

@@ -22,7 +22,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from graphssl.tasks.components import resolve_config
 from graphssl.tasks.rerun import rerun_config
-from graphssl.tracking.secrets import MASK, Masker, log_run_config, mask_hydra_dir
+from graphssl.tracking.run import log_run_config
+from graphssl.tracking.secrets import MASK, Masker, mask_hydra_dir
 from graphssl.tracking.store import TrackingStore
 from graphssl.tracking.sweep import SaveJobConfig
 
