@@ -78,6 +78,8 @@ def threads_per_rank(devices: int, requested: int | None = None) -> int:
 def init_group(
     store: dist.Store, rank: int, world: int, backend: str, timeout_s: float, device: torch.device
 ) -> None:
+    """Join the process group as ``rank`` of ``world`` through ``store``, every collective
+    carrying ``timeout_s``; a CUDA rank first makes ``device`` its current GPU."""
     if device.type == "cuda":
         torch.cuda.set_device(device)
     dist.init_process_group(
@@ -90,6 +92,7 @@ def init_group(
 
 
 def teardown() -> None:
+    """Leave the process group, if this process is in one."""
     if is_distributed():
         dist.destroy_process_group()
 
