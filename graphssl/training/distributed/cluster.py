@@ -18,7 +18,6 @@ import torch.distributed as dist
 
 from graphssl.training.distributed.group import (
     DEFAULT_TIMEOUT_S,
-    ERROR_KEY,
     HOST,
     READY_KEY,
     RENDEZVOUS_TIMEOUT_S,
@@ -26,6 +25,8 @@ from graphssl.training.distributed.group import (
     backend_for,
     init_group,
     is_communication_error,
+    record_error,
+    recorded_error,
     task_device,
     teardown,
     threads_per_rank,
@@ -194,12 +195,8 @@ def _task_store(ranks: ClusterRanks, timeout_s: float) -> dist.TCPStore:
 def _task_errors(store: dist.Store, world: int) -> str | None:
     """The first error another rank recorded in the store, as ``rank r: <error>``."""
     for other in range(1, world):
-        key = f"{ERROR_KEY}/{other}"
-        try:
-            if store.check([key]):
-                return f"rank {other}: {store.get(key).decode(errors='replace')}"
-        except (RuntimeError, OSError):
-            return None
+        if (error := recorded_error(store, other)) is not None:
+            return f"rank {other}: {error}"
     return None
 
 
@@ -308,11 +305,7 @@ def join_tasks(
         fit()
         dist.barrier()
     except Exception as err:
-        try:
-            message = f"{type(err).__name__}: {' '.join(str(err).split())[:500]}"
-            store.set(f"{ERROR_KEY}/{ranks.rank}", message)
-        except (RuntimeError, OSError):
-            pass
+        record_error(store, ranks.rank, err)
         raise
     finally:
         torch.set_num_threads(previous)

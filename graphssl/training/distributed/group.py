@@ -3,6 +3,7 @@ joining and leaving the group, and how its failures read."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import timedelta
 
@@ -13,7 +14,6 @@ from graphssl.methods.collective import is_distributed
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
-    "ERROR_KEY",
     "HOST",
     "READY_KEY",
     "RENDEZVOUS_TIMEOUT_S",
@@ -22,6 +22,8 @@ __all__ = [
     "init_group",
     "is_communication_error",
     "rank_device",
+    "record_error",
+    "recorded_error",
     "task_device",
     "teardown",
     "threads_per_rank",
@@ -36,7 +38,7 @@ HOST = "127.0.0.1"
 #: store key each rank but 0 increments once it is connected
 READY_KEY = "graphssl/ready"
 #: store key prefix under which a rank records the error it stops with
-ERROR_KEY = "graphssl/error"
+_ERROR_KEY = "graphssl/error"
 
 
 class RankFailedError(RuntimeError):
@@ -106,3 +108,21 @@ def is_communication_error(err: BaseException) -> bool:
     return isinstance(err, RuntimeError) and any(
         word in text for word in ("gloo", "nccl", "connection", "timed out", "timeout", "peer")
     )
+
+
+def record_error(store: dist.Store, rank: int, err: BaseException) -> None:
+    """Record the error ``rank`` stops with in the rendezvous store, for rank 0's message
+    (:func:`recorded_error`); a store that is itself gone is left alone."""
+    message = f"{type(err).__name__}: {' '.join(str(err).split())[:500]}"
+    with contextlib.suppress(RuntimeError, OSError):
+        store.set(f"{_ERROR_KEY}/{rank}", message)
+
+
+def recorded_error(store: dist.Store, rank: int) -> str | None:
+    """The error ``rank`` recorded with :func:`record_error`, or ``None`` (also when the store
+    cannot be read: it may be what failed)."""
+    key = f"{_ERROR_KEY}/{rank}"
+    try:
+        return store.get(key).decode(errors="replace") if store.check([key]) else None
+    except (RuntimeError, OSError):
+        return None

@@ -17,7 +17,6 @@ import torch.multiprocessing as mp
 from graphssl.methods.collective import is_distributed
 from graphssl.training.distributed.group import (
     DEFAULT_TIMEOUT_S,
-    ERROR_KEY,
     HOST,
     READY_KEY,
     RENDEZVOUS_TIMEOUT_S,
@@ -26,6 +25,8 @@ from graphssl.training.distributed.group import (
     init_group,
     is_communication_error,
     rank_device,
+    record_error,
+    recorded_error,
     teardown,
     threads_per_rank,
 )
@@ -69,11 +70,7 @@ def _child(
         init_group(store, me, world, backend, timeout_s, rank_device(device, me))
         fit()
     except Exception as err:  # recorded for rank 0's message, then torch's spawn reports it
-        try:
-            message = f"{type(err).__name__}: {' '.join(str(err).split())[:500]}"
-            store.set(f"{ERROR_KEY}/{me}", message)
-        except (RuntimeError, OSError):
-            pass
+        record_error(store, me, err)
         raise
     finally:
         teardown()
@@ -112,13 +109,9 @@ def _failed_rank(context: mp.ProcessContext, store: dist.Store, wait_s: float) -
         for index, proc in enumerate(context.processes):
             code = proc.exitcode
             if code is not None and code != 0:
-                key, error = f"{ERROR_KEY}/{index + 1}", ""
-                try:
-                    if store.check([key]):
-                        error = ": " + store.get(key).decode(errors="replace")
-                except (RuntimeError, OSError):  # the store itself may be what failed
-                    pass
-                return f"rank {index + 1} (pid {proc.pid}) {_exit_reason(code)}{error}"
+                error = recorded_error(store, index + 1)
+                said = "" if error is None else f": {error}"
+                return f"rank {index + 1} (pid {proc.pid}) {_exit_reason(code)}{said}"
         if time.monotonic() >= deadline or all(p.exitcode is not None for p in context.processes):
             return None
         time.sleep(0.05)
