@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BufferedRun",
     "JournalWriteError",
+    "RunSink",
     "StoreUnavailableError",
     "journal_path",
     "retry_store",
