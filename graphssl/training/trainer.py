@@ -598,6 +598,99 @@ class Trainer:
                 f"rate (the optimizer's lr in model.optimizer) or enable trainer.grad_clip"
             )
 
+    def _resume(
+        self,
+        method: SSLMethod,
+        optimizer: torch.optim.Optimizer,
+        state: dict[str, Any],
+        result: FitResult,
+    ) -> tuple[int, int, dict[str, torch.Tensor] | None]:
+        """Load a checkpoint's ``state`` into the method, optimizer, scheduler, random
+        generators, ``result`` and the callbacks; returns the epoch to continue at, the epochs
+        without improvement and the best weights so far."""
+        method.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        self.global_step = int(state["global_step"])
+        start_epoch = int(state["epoch"]) + 1
+        result.epochs = [EpochResult(int(e), dict(m), float(sec)) for e, m, sec in state["history"]]
+        result.best_epoch = int(state["best_epoch"])
+        result.best_loss = float(state["best_loss"])
+        restore_rng(state["rng"])
+        for cb in self.callbacks:
+            cb.on_resume(self, method, state)
+        if state.get("stopped_early"):
+            result.stopped_early, start_epoch = True, self.epochs
+        log.info("resuming at epoch %d from %s", start_epoch, self._resume_path or "a checkpoint")
+        return start_epoch, int(state["bad_epochs"]), state["best_state"]
+
+    def _train_epoch(
+        self,
+        method: SSLMethod,
+        datamodule: DataModule,
+        epoch: int,
+        max_steps: int,
+        result: FitResult,
+    ) -> EpochResult:
+        """One epoch of optimizer steps; its metrics are the means over its batches (and, in a
+        process group, over the ranks, so every rank logs, stops and selects on the same
+        values). Adds the epoch's batches and seconds to ``result``."""
+        optimizer = self.optimizer
+        assert optimizer is not None
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        in_group = distributed.is_distributed()
+        t0 = time.perf_counter()
+        method.train()
+        sums: dict[str, float] = {}
+        n_batches = 0
+        # a per-batch bar under the epoch bar, shown once an epoch has run a few seconds
+        batches = tqdm(
+            self._batches(datamodule, method, epoch),
+            total=self.steps_per_epoch(datamodule),
+            desc=f"epoch {epoch}",
+            disable=not (self.progress and self.mini_batch),
+            unit="batch",
+            leave=False,
+            delay=3.0,
+            dynamic_ncols=True,
+        )
+        t_fetch = time.perf_counter()
+        for batch in batches:
+            result.sample_seconds += time.perf_counter() - t_fetch
+            if self.limit_batches is not None and n_batches >= self.limit_batches:
+                break
+            batch = move_to_device(batch, self.device)
+            optimizer.zero_grad(set_to_none=True)
+            out = method.loss(batch)
+            loss = out["loss"]
+            self._check_divergence(method, loss, epoch)
+            loss.backward()
+            if in_group:  # the mean over ranks: the gradient of the global batch
+                distributed.sync_gradients(params)
+            if self.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(method.parameters(), self.grad_clip)
+            optimizer.step()
+            self.global_step += 1
+            method.on_after_optimizer_step(self.global_step, max_steps)
+            if self.scheduler is not None:
+                self.scheduler.step()
+            for k, v in out.items():
+                sums[k] = sums.get(k, 0.0) + float(v.detach())
+            n_batches += 1
+            t_fetch = time.perf_counter()
+        batches.close()
+        result.num_batches += n_batches
+        result.loop_seconds += time.perf_counter() - t0
+        metrics = {k: v / max(n_batches, 1) for k, v in sums.items()}
+        if in_group:
+            keys = sorted(metrics)
+            means = distributed.all_reduce_mean(
+                torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
+            )
+            metrics = dict(zip(keys, means.tolist(), strict=True))
+        return EpochResult(epoch=epoch, metrics=metrics, seconds=time.perf_counter() - t0)
+
     def fit(self, method: SSLMethod, datamodule: DataModule) -> FitResult:
         """Train ``method`` for up to :attr:`epochs` epochs and return the per-epoch losses."""
         datamodule.setup()
@@ -648,7 +741,6 @@ class Trainer:
             self.optimizer = method.configure_optimizer()
         optimizer = self.optimizer
         assert optimizer is not None
-        params = [p for group in optimizer.param_groups for p in group["params"]]
         max_steps = self.epochs * self.steps_per_epoch(datamodule)
         if self.scheduler is None:
             self.scheduler = method.configure_scheduler(optimizer, max_steps)
@@ -657,26 +749,7 @@ class Trainer:
         start_epoch = 0
         if self._resume_state is not None:
             state, self._resume_state = self._resume_state, None
-            method.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            if self.scheduler is not None and state.get("scheduler") is not None:
-                self.scheduler.load_state_dict(state["scheduler"])
-            self.global_step = int(state["global_step"])
-            start_epoch = int(state["epoch"]) + 1
-            result.epochs = [
-                EpochResult(int(e), dict(m), float(sec)) for e, m, sec in state["history"]
-            ]
-            result.best_epoch = int(state["best_epoch"])
-            result.best_loss = float(state["best_loss"])
-            bad_epochs, best_state = int(state["bad_epochs"]), state["best_state"]
-            restore_rng(state["rng"])
-            for cb in self.callbacks:
-                cb.on_resume(self, method, state)
-            if state.get("stopped_early"):
-                result.stopped_early, start_epoch = True, self.epochs
-            log.info(
-                "resuming at epoch %d from %s", start_epoch, self._resume_path or "a checkpoint"
-            )
+            start_epoch, bad_epochs, best_state = self._resume(method, optimizer, state, result)
         bar = tqdm(
             range(start_epoch, self.epochs),
             desc=f"train {type(method).__name__}",
@@ -688,56 +761,8 @@ class Trainer:
         compiled = compile_encoders(method.encoders()) if self.compile else []
         try:
             for epoch in bar:
-                t0 = time.perf_counter()
-                method.train()
-                sums: dict[str, float] = {}
-                n_batches = 0
-                # a per-batch bar under the epoch bar, shown once an epoch has run a few seconds
-                batches = tqdm(
-                    self._batches(datamodule, method, epoch),
-                    total=self.steps_per_epoch(datamodule),
-                    desc=f"epoch {epoch}",
-                    disable=not (self.progress and self.mini_batch),
-                    unit="batch",
-                    leave=False,
-                    delay=3.0,
-                    dynamic_ncols=True,
-                )
-                t_fetch = time.perf_counter()
-                for batch in batches:
-                    result.sample_seconds += time.perf_counter() - t_fetch
-                    if self.limit_batches is not None and n_batches >= self.limit_batches:
-                        break
-                    batch = move_to_device(batch, self.device)
-                    optimizer.zero_grad(set_to_none=True)
-                    out = method.loss(batch)
-                    loss = out["loss"]
-                    self._check_divergence(method, loss, epoch)
-                    loss.backward()
-                    if in_group:  # the mean over ranks: the gradient of the global batch
-                        distributed.sync_gradients(params)
-                    if self.grad_clip is not None:
-                        torch.nn.utils.clip_grad_norm_(method.parameters(), self.grad_clip)
-                    optimizer.step()
-                    self.global_step += 1
-                    method.on_after_optimizer_step(self.global_step, max_steps)
-                    if self.scheduler is not None:
-                        self.scheduler.step()
-                    for k, v in out.items():
-                        sums[k] = sums.get(k, 0.0) + float(v.detach())
-                    n_batches += 1
-                    t_fetch = time.perf_counter()
-                batches.close()
-                result.num_batches += n_batches
-                result.loop_seconds += time.perf_counter() - t0
-                metrics = {k: v / max(n_batches, 1) for k, v in sums.items()}
-                if in_group:  # every rank logs, stops and selects on the same values
-                    keys = sorted(metrics)
-                    means = distributed.all_reduce_mean(
-                        torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
-                    )
-                    metrics = dict(zip(keys, means.tolist(), strict=True))
-                res = EpochResult(epoch=epoch, metrics=metrics, seconds=time.perf_counter() - t0)
+                res = self._train_epoch(method, datamodule, epoch, max_steps, result)
+                metrics = res.metrics
                 result.epochs.append(res)
                 bar.set_postfix(loss=f"{metrics['loss']:.4f}")
                 for cb in self.callbacks:
