@@ -13,22 +13,20 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence, Sized
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.optim.lr_scheduler import LRScheduler
-from torch.utils.data import DataLoader
-from torch_geometric.data import Data
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from graphssl.data.base import DataModule
-from graphssl.data.sampler import TorchNeighborSampler, epoch_seed, set_loader_epoch
 from graphssl.methods.base import SSLMethod
 from graphssl.training import distributed
+from graphssl.training.batches import EpochBatches
 from graphssl.training.checkpoint import capture_rng, restore_rng
 from graphssl.training.checkpoint import save_checkpoint as write_checkpoint
 from graphssl.training.compile import compile_encoders, compile_problem, restore_eager
@@ -115,22 +113,6 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, dict):
         return {k: move_to_device(v, device) for k, v in batch.items()}
     return batch
-
-
-#: offset between the neighbour-sampling seeds of ranks, so each rank draws its own neighbours
-RANK_SEED_STRIDE = 1_000_000_007
-#: neighbours sampled per hop when ``trainer.num_neighbors`` is not set
-DEFAULT_NEIGHBORS_PER_HOP = 10
-
-
-def default_fanout(method: SSLMethod) -> list[int]:
-    """``[10] * depth``: one hop per message-passing layer of the method's first encoder that
-    declares ``num_hops`` (two hops when none does)."""
-    for encoder in method.encoders().values():
-        hops = getattr(encoder, "num_hops", None)
-        if isinstance(hops, int) and hops > 0:
-            return [DEFAULT_NEIGHBORS_PER_HOP] * hops
-    return [DEFAULT_NEIGHBORS_PER_HOP] * 2
 
 
 class Callback:
@@ -348,9 +330,9 @@ class Trainer:
         self._resume_path = None if checkpoint_path is None else str(checkpoint_path)
         self._epoch_state: _EpochState | None = None
         self._checkpoints_written = 0
-        self._train_loader: tuple[DataModule, Iterable[Data]] | None = None
-        #: in a process group: the graph or image loader of this rank's slices
-        self._rank_loader: tuple[DataModule, DataLoader[Any]] | None = None
+        self._epoch_batches = EpochBatches(
+            mini_batch, batch_size, self.num_neighbors, limit_batches
+        )
 
     def request_stop(self, reason: str) -> None:
         """End :meth:`fit` after the current epoch (its checkpoint written when checkpoints are
@@ -447,77 +429,12 @@ class Trainer:
                 f"trainer.memory_budget_gb if this machine has the memory"
             )
 
-    def _batches(self, datamodule: DataModule, method: SSLMethod, epoch: int) -> Iterable[Data]:
-        if distributed.is_distributed():
-            return self._rank_batches(datamodule, method, epoch)
-        if not self.mini_batch:
-            return datamodule.train_dataloader()
-        # One loader per datamodule, kept across epochs (its sampler reads the datamodule's CSC
-        # index of the graph, built with the first loader); each epoch's shuffling and sampling
-        # are seeded from (seed, epoch), so resuming at an epoch gives the batches an
-        # uninterrupted run has there.
-        if self._train_loader is None or self._train_loader[0] is not datamodule:
-            fanout = self.num_neighbors or default_fanout(method)
-            loader = datamodule.neighbor_loader(fanout, self.batch_size, shuffle=True)
-            self._train_loader = (datamodule, loader)
-        loader = self._train_loader[1]
-        if hasattr(loader, "graphssl_seed"):
-            set_loader_epoch(loader, epoch)  # type: ignore[arg-type]
-        return loader
+    def _batches(self, datamodule: DataModule, method: SSLMethod, epoch: int) -> Iterable[Any]:
+        return self._epoch_batches(datamodule, method, epoch)
 
-    def _rank_batches(self, datamodule: DataModule, method: SSLMethod, epoch: int) -> Iterable[Any]:
-        """This rank's batches of ``epoch`` in a process group: its slice of each global batch
-        (:mod:`graphssl.training.distributed`)."""
-        world, me = distributed.world_size(), distributed.rank()
-        if self.mini_batch:
-            if self._train_loader is None or self._train_loader[0] is not datamodule:
-                fanout = self.num_neighbors or default_fanout(method)
-                loader = datamodule.neighbor_loader(fanout, self.batch_size, shuffle=False)
-                sampler = getattr(loader, "node_sampler", None)
-                if isinstance(sampler, TorchNeighborSampler):  # each rank its own draws
-                    sampler.seed += RANK_SEED_STRIDE * me
-                self._train_loader = (datamodule, loader)
-            loader = self._train_loader[1]
-            set_loader_epoch(loader, epoch)  # type: ignore[arg-type]
-            seeds = distributed.node_seed_batches(
-                int(datamodule.data.num_nodes),
-                self.batch_size,
-                epoch_seed(datamodule.seed, epoch),
-                world,
-                me,
-            )
-            return distributed.neighbor_batches(loader, seeds)
-        if self._rank_loader is None or self._rank_loader[0] is not datamodule:
-            self._rank_loader = (datamodule, self._sharded_loader(datamodule, world, me))
-        rank_loader = self._rank_loader[1]
-        sampler = rank_loader.batch_sampler
-        assert isinstance(sampler, distributed.ShardedBatchSampler)
-        sampler.set_epoch(epoch)
-        return rank_loader
-
-    @staticmethod
-    def _sharded_loader(datamodule: DataModule, world: int, me: int) -> DataLoader[Any]:
-        """The datamodule's training loader with this rank's batches of each epoch."""
-        loader = datamodule.train_dataloader()
-        if not isinstance(loader, DataLoader) or loader.batch_size is None:
-            raise ValueError(
-                f"dataset {datamodule.name!r} trains on {type(loader).__name__} batches; "
-                f"trainer.devices={world} shards a torch DataLoader's items across processes"
-            )
-        sampler = distributed.ShardedBatchSampler(
-            len(loader.dataset),  # type: ignore[arg-type]
-            int(loader.batch_size),
-            world,
-            me,
-            seed=datamodule.seed,
-            drop_last=bool(loader.drop_last),
-        )
-        return DataLoader(
-            loader.dataset,
-            batch_sampler=sampler,
-            collate_fn=loader.collate_fn,
-            num_workers=loader.num_workers,
-        )
+    def steps_per_epoch(self, datamodule: DataModule) -> int:
+        """Optimizer steps in an epoch of ``datamodule`` on this process."""
+        return self._epoch_batches.steps(datamodule)
 
     def _check_distributed(self, datamodule: DataModule, method: SSLMethod) -> None:
         """Refuse what several processes cannot train exactly."""
@@ -542,23 +459,6 @@ class Trainer:
                 f"{datamodule.name!r} would repeat the same step on every process; set "
                 f"trainer.mini_batch=true to shard the seed nodes across processes"
             )
-
-    def steps_per_epoch(self, datamodule: DataModule) -> int:
-        if distributed.is_distributed():
-            world = distributed.world_size()
-            if self.mini_batch:
-                steps = max(1, math.ceil(datamodule.data.num_nodes / (self.batch_size * world)))
-            elif self._rank_loader is not None and self._rank_loader[0] is datamodule:
-                steps = len(self._rank_loader[1])
-            else:
-                steps = len(self._sharded_loader(datamodule, world, distributed.rank()))
-            return steps if self.limit_batches is None else min(steps, self.limit_batches)
-        if not self.mini_batch:
-            loader = datamodule.train_dataloader()
-            steps = len(loader) if isinstance(loader, Sized) else 1
-        else:
-            steps = max(1, math.ceil(datamodule.data.num_nodes / self.batch_size))
-        return steps if self.limit_batches is None else min(steps, self.limit_batches)
 
     # ------------------------------------------------------------------ fit
     def _log_epoch(self, res: EpochResult, start_epoch: int, last: bool) -> None:
