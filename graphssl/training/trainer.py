@@ -1,7 +1,8 @@
 """The one training loop of graphssl: epochs, early stopping, callbacks, resumable state.
 
-Methods only define ``loss(batch)``; this loop owns optimisation, the order of batches, the
-progress bar and when callbacks (metric logging, checkpoints, diagnostics) are called. What a
+Methods only define ``loss(batch)``; this loop owns optimisation, the order of batches (drawn
+by :class:`~graphssl.training.batches.EpochBatches`), the progress bar and when callbacks
+(metric logging, checkpoints, diagnostics) are called. What a
 checkpoint holds is the loop's (:meth:`Trainer.save_checkpoint`); when and where one is written
 is a callback's (:class:`~graphssl.training.callbacks.checkpoint.ModelCheckpoint`).
 """
