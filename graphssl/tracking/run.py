@@ -1,4 +1,5 @@
-"""One MLflow run as a context manager, and the trainer callback that feeds it metrics."""
+"""One MLflow run as a context manager, the trainer callback that feeds it metrics, and a run's
+configuration logged with its secrets masked (:func:`log_run_config`)."""
 
 from __future__ import annotations
 
