@@ -285,13 +285,17 @@ class Trainer:
             raise RuntimeError(problem)
         self.compile = compile
         self.patience = patience
-        self.mini_batch = mini_batch
-        self.num_neighbors = None if num_neighbors is None else list(num_neighbors)
-        self.batch_size = batch_size
+        #: where each epoch's batches come from; it holds ``mini_batch``, ``batch_size``,
+        #: ``num_neighbors`` and ``limit_batches``
+        self._epoch_batches = EpochBatches(
+            mini_batch,
+            batch_size,
+            None if num_neighbors is None else list(num_neighbors),
+            limit_batches,
+        )
         self.grad_clip = grad_clip
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.log_every = log_every
-        self.limit_batches = limit_batches
         self.config_hash: str | None = None
         #: what callbacks add to the checkpoint (in :meth:`Callback.on_checkpoint`) and the
         #: train task's run id
@@ -331,9 +335,22 @@ class Trainer:
         self._resume_path = None if checkpoint_path is None else str(checkpoint_path)
         self._epoch_state: _EpochState | None = None
         self._checkpoints_written = 0
-        self._epoch_batches = EpochBatches(
-            mini_batch, batch_size, self.num_neighbors, limit_batches
-        )
+
+    @property
+    def mini_batch(self) -> bool:
+        return self._epoch_batches.mini_batch
+
+    @property
+    def batch_size(self) -> int:
+        return self._epoch_batches.batch_size
+
+    @property
+    def num_neighbors(self) -> list[int] | None:
+        return self._epoch_batches.num_neighbors
+
+    @property
+    def limit_batches(self) -> int | None:
+        return self._epoch_batches.limit_batches
 
     def request_stop(self, reason: str) -> None:
         """End :meth:`fit` after the current epoch (its checkpoint written when checkpoints are
