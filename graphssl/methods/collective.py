@@ -12,7 +12,8 @@ and the trainer averages the parameter gradients over ranks, which gives
 ``Σ_r ∂L/∂z_r · ∂z_r/∂θ = ∂L/∂θ``: exactly the gradient of one process holding the whole batch.
 
 A loss that is a mean of per-row terms over the global batch needs no rows from other ranks:
-:func:`global_mean` gives each rank its share of the mean (one scalar all-reduce), and
+:func:`global_mean` gives each rank its share of the mean (one all-reduce of two numbers, or
+none when the global count is known), and
 :func:`all_reduce_sum` sums a statistic over ranks with gradient (DGI's summary vector), so such
 losses move a few numbers per step instead of every rank's rows.
 
@@ -141,18 +142,24 @@ def all_reduce_sum(local: Tensor) -> Tensor:
     return _AllReduceSum.apply(local)  # type: ignore[no-any-return]
 
 
-def global_mean(values: Tensor) -> Tensor:
+def global_mean(values: Tensor, count: Tensor | float | None = None) -> Tensor:
     """The mean of ``values`` over every rank's values, as a loss each rank backpropagates.
 
-    Its value is the global mean ``Σ_all / N`` on every rank; its gradient is that of this
-    rank's share ``W · Σ_local / N`` (``W`` ranks, ``N`` values over all ranks), so the
-    trainer's average of the parameter gradients over ranks is the gradient of the global mean,
-    whatever number of values each rank holds. One all-reduce of two numbers; without a group
+    Its gradient is that of this rank's share ``W · Σ_local / N`` (``W`` ranks, ``N`` values
+    over all ranks), so the trainer's average of the parameter gradients over ranks is the
+    gradient of the global mean, whatever number of values each rank holds. Without ``count``,
+    one all-reduce of two numbers finds ``N`` and the global sum, and the value is the global
+    mean ``Σ_all / N`` on every rank. With ``count`` (``N``, already known on every rank, e.g.
+    summed with a statistic the loss reduces anyway) there is no collective, and the value is
+    the share itself, whose mean over ranks is the global mean: the trainer averages a step's
+    values over ranks with its gradients (``sync_gradients``). Without a group
     ``values.mean()``.
     """
     if world_size() == 1:
         return values.mean()
     local = values.sum()
+    if count is not None:
+        return local * (world_size() / count)
     totals = torch.stack([local.detach(), local.new_tensor(float(values.numel()))])
     totals = totals.to(comm_device())
     dist.all_reduce(totals, op=dist.ReduceOp.SUM)

@@ -177,7 +177,10 @@ class DGI(SSLMethod):
             return {"loss": dgi_bce(pos @ ws + self.bias, neg @ ws + self.bias)}
         # on several processes: the summary is the global batch's mean (the row sums and the
         # row count summed over ranks, with gradient) and the loss the mean of every node's
-        # terms over the global batch; no rank needs another rank's rows
+        # terms over the global batch, whose count came with the sums; no rank needs another
+        # rank's rows, and the loss needs no collective of its own
         stats = all_reduce_sum(torch.cat([pos.sum(dim=0), pos.new_full((1,), float(n))]))
-        ws = self.weight @ torch.sigmoid(stats[:-1] / stats[-1])
-        return {"loss": global_mean(dgi_bce_terms(pos @ ws + self.bias, neg @ ws + self.bias))}
+        count = stats[-1].detach()
+        ws = self.weight @ torch.sigmoid(stats[:-1] / count)
+        terms = dgi_bce_terms(pos @ ws + self.bias, neg @ ws + self.bias)
+        return {"loss": global_mean(terms, count=count)}

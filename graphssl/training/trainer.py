@@ -128,6 +128,12 @@ class Callback:
 
     def on_fit_start(self, trainer: Trainer, method: SSLMethod) -> None: ...
 
+    def on_train_batch_end(
+        self, trainer: Trainer, method: SSLMethod, values: dict[str, float], batch_idx: int
+    ) -> None:
+        """After each optimizer step: the step's loss and metrics (in a process group, their
+        global values, the same on every rank) and the step's index in its epoch."""
+
     def on_epoch_end(self, trainer: Trainer, method: SSLMethod, result: EpochResult) -> None: ...
 
     def on_epoch_checkpoint(self, trainer: Trainer, method: SSLMethod, epoch: int) -> None:
@@ -493,10 +499,9 @@ class Trainer:
         else:
             log.info("Epoch %03d, %s, %.1f s", n, terms, res.seconds)
 
-    def _check_divergence(self, method: SSLMethod, loss: torch.Tensor, epoch: int) -> None:
-        """Raise :class:`DivergedError` on a non-finite loss, or one whose magnitude exceeds
-        :data:`DIVERGENCE_FACTOR` times the first loss of this fit."""
-        value = float(loss.detach())
+    def _check_divergence(self, method: SSLMethod, value: float, epoch: int) -> None:
+        """Raise :class:`DivergedError` on a non-finite loss ``value``, or one whose magnitude
+        exceeds :data:`DIVERGENCE_FACTOR` times the first loss of this fit."""
         name = type(method).__name__
         if not math.isfinite(value):
             raise DivergedError(
@@ -551,9 +556,10 @@ class Trainer:
         max_steps: int,
         result: FitResult,
     ) -> EpochResult:
-        """One epoch of optimizer steps; its metrics are the means over its batches (and, in a
-        process group, over the ranks, so every rank logs, stops and selects on the same
-        values). Adds the epoch's batches and seconds to ``result``."""
+        """One epoch of optimizer steps; its metrics are the means over its batches (in a process
+        group, of each step's values averaged over the ranks with the gradients, so every rank
+        logs, stops and selects on the same values). Adds the epoch's batches and seconds to
+        ``result``."""
         optimizer = self.optimizer
         assert optimizer is not None
         params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -581,11 +587,16 @@ class Trainer:
             batch = move_to_device(batch, self.device)
             optimizer.zero_grad(set_to_none=True)
             out = method.loss(batch)
-            loss = out["loss"]
-            self._check_divergence(method, loss, epoch)
-            loss.backward()
-            if in_group:  # the mean over ranks: the gradient of the global batch
-                distributed.sync_gradients(params)
+            if not in_group:
+                values = {k: float(v.detach()) for k, v in out.items()}
+                self._check_divergence(method, values["loss"], epoch)
+            out["loss"].backward()
+            if in_group:
+                # the mean over ranks: the gradient of the global batch, and the step's values
+                # (a loss held in shares becomes the global one) in the same all-reduce
+                means = distributed.sync_gradients(params, list(out.values()))
+                values = dict(zip(out, means, strict=True))
+                self._check_divergence(method, values["loss"], epoch)
             if self.grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(method.parameters(), self.grad_clip)
             optimizer.step()
@@ -593,20 +604,16 @@ class Trainer:
             method.on_after_optimizer_step(self.global_step, max_steps)
             if self.scheduler is not None:
                 self.scheduler.step()
-            for k, v in out.items():
-                sums[k] = sums.get(k, 0.0) + float(v.detach())
+            for k, v in values.items():
+                sums[k] = sums.get(k, 0.0) + v
+            for cb in self.callbacks:
+                cb.on_train_batch_end(self, method, values, n_batches)
             n_batches += 1
             t_fetch = time.perf_counter()
         batches.close()
         result.num_batches += n_batches
         result.loop_seconds += time.perf_counter() - t0
         metrics = {k: v / max(n_batches, 1) for k, v in sums.items()}
-        if in_group:
-            keys = sorted(metrics)
-            means = distributed.all_reduce_mean(
-                torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
-            )
-            metrics = dict(zip(keys, means.tolist(), strict=True))
         return EpochResult(epoch=epoch, metrics=metrics, seconds=time.perf_counter() - t0)
 
     def fit(self, method: SSLMethod, datamodule: DataModule) -> FitResult:

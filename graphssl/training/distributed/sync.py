@@ -62,19 +62,33 @@ def broadcast_parameters(module: nn.Module, src: int = 0) -> nn.Module:
     return module
 
 
-def sync_gradients(parameters: Sequence[nn.Parameter]) -> None:
+def sync_gradients(
+    parameters: Sequence[nn.Parameter], values: Sequence[float | torch.Tensor] = ()
+) -> list[float]:
     """Average the gradients of ``parameters`` over ranks, in one all-reduce; a parameter that
-    got no gradient on a rank counts as zero there (every rank then holds the same ``.grad``)."""
+    got no gradient on a rank counts as zero there (every rank then holds the same ``.grad``).
+
+    ``values`` (a step's loss and metrics) travel in the same all-reduce, so the step needs no
+    collective of its own to agree on them: the result is their mean over ranks, which is the
+    global value both for a loss every rank computes whole (:func:`gather_rows`) and for one a
+    rank holds its share of (:func:`global_mean` with a known count). Without a group, the
+    gradients stay as they are and ``values`` come back as floats.
+    """
     world = world_size()
+    numbers = [float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for v in values]
     if world == 1:
-        return
+        return numbers
     params = list(parameters)
-    if not params:
-        return
+    dtype = params[0].dtype if params else torch.float64
     flat = torch.cat(
         [
-            (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).to(params[0].dtype)
-            for p in params
+            *(
+                (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).to(dtype)
+                for p in params
+            ),
+            torch.tensor(
+                numbers, dtype=dtype, device=params[0].device if params else comm_device()
+            ),
         ]
     )
     dist.all_reduce(flat, op=dist.ReduceOp.SUM)
@@ -84,3 +98,4 @@ def sync_gradients(parameters: Sequence[nn.Parameter]) -> None:
         n = p.numel()
         p.grad = flat[offset : offset + n].view_as(p).to(p.dtype).clone()
         offset += n
+    return flat[offset:].double().tolist()  # type: ignore[no-any-return]

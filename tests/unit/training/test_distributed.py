@@ -55,7 +55,7 @@ from graphssl.models.encode import encode
 from graphssl.models.encoders import GINEncoder, SAGEEncoder
 from graphssl.training import distributed
 from graphssl.training.distributed.batchnorm import swap_batchnorm
-from graphssl.training.trainer import Trainer
+from graphssl.training.trainer import Callback, Trainer
 
 NODES, FEATURES, GRAPHS, IMAGES = 24, 5, 12, 24
 #: global batch of every run: nodes, graphs, images per optimizer step
@@ -269,7 +269,17 @@ def _global_mean_check() -> dict[str, float]:
     value.backward()
     assert theta.grad is not None
     grad = collective.all_reduce_mean(theta.grad)
-    return {"value": float(value), "grad": float(grad)}
+    # the count known beforehand: no collective, the value is this rank's share
+    theta.grad = None
+    share = collective.global_mean(theta * mine, count=5.0)
+    share.backward()
+    share_grad = collective.all_reduce_mean(theta.grad)
+    return {
+        "value": float(value),
+        "grad": float(grad),
+        "share": float(share),
+        "share_grad": float(share_grad),
+    }
 
 
 def _batchnorm_check() -> dict[str, Tensor]:
@@ -355,6 +365,19 @@ BUILDERS: dict[str, tuple[str, Callable[[], SSLMethod]]] = {
 SUPPORTED = [name for name in BUILDERS if name not in ("grace_detached", "dgi_detached_summary")]
 
 
+class _StepLosses(Callback):
+    """Each step's loss as the trainer sees it (on several ranks, the global value)."""
+
+    def __init__(self, losses: list[float]) -> None:
+        self.losses = losses
+
+    def on_train_batch_end(
+        self, trainer: Trainer, method: Any, values: dict[str, float], batch_idx: int
+    ) -> None:
+        assert batch_idx == len(self.losses)
+        self.losses.append(values["loss"])
+
+
 def _fit(name: str, world: int) -> dict[str, Any]:
     """Train ``name`` for 3 steps on this rank; its per-step losses and final state."""
     kind, build = BUILDERS[name]
@@ -368,6 +391,7 @@ def _fit(name: str, world: int) -> dict[str, Any]:
         dm = _graph_data(per_rank)
     else:
         dm = _ImageData(per_rank, crops=2 if name == "dino" else 0)
+    losses: list[float] = []
     trainer = Trainer(
         epochs=1,
         mini_batch=kind == "node",
@@ -378,16 +402,8 @@ def _fit(name: str, world: int) -> dict[str, Any]:
         progress=False,
         log_every=None,
         memory_budget_gb=None,
+        callbacks=[_StepLosses(losses)],
     )
-    losses: list[float] = []
-    step = method.loss
-
-    def recorded(batch: Any) -> dict[str, Tensor]:
-        out = step(batch)
-        losses.append(float(out["loss"].detach()))
-        return out
-
-    method.loss = recorded  # type: ignore[method-assign]
     trainer.fit(method, dm)
     assert trainer.global_step == STEPS
     state = {k: v.detach().clone() for k, v in method.state_dict().items()}
@@ -465,9 +481,15 @@ def test_global_mean_is_the_mean_over_ranks_whatever_each_holds(runs: dict[str, 
     """Rank 0 holds 3 values, rank 1 holds 2: every rank's loss is the mean of all 5, and the
     gradients averaged over ranks are the gradient of that mean."""
     expected = {"value": 2.0 * 3.0, "grad": 3.0}  # mean of 2·(1..5); d/dθ mean(θ·x) = mean(x)
-    for result in (runs["one"]["global_mean"], runs["two"]["global_mean"]):
-        assert result == pytest.approx(expected, abs=1e-12)
-    assert runs["rank1"]["global_mean"] == pytest.approx(expected, abs=1e-12)
+    one, two, rank1 = (runs[k]["global_mean"] for k in ("one", "two", "rank1"))
+    for result in (one, two, rank1):
+        assert {k: result[k] for k in expected} == pytest.approx(expected, abs=1e-12)
+        assert result["share_grad"] == pytest.approx(3.0, abs=1e-12)
+    # with the count given, each rank's value is its share (2·(1+2+3)·2/5 and 2·(4+5)·2/5),
+    # whose mean over the ranks is the global mean
+    assert one["share"] == pytest.approx(6.0, abs=1e-12)
+    assert (two["share"], rank1["share"]) == pytest.approx((4.8, 7.2), abs=1e-12)
+    assert (two["share"] + rank1["share"]) / 2 == pytest.approx(6.0, abs=1e-12)
 
 
 def test_batchnorm_over_ranks_equals_one_process_on_the_global_batch(
