@@ -7,22 +7,27 @@ import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from graphssl.methods.collective import all_reduce_sum, world_size
+from graphssl.methods.collective import all_reduce_sum, rank, world_size
 from graphssl.training.distributed.sync import broadcast_parameters
 
 __all__ = ["GatheredBatchNorm", "prepare_method", "revert_sync_batchnorm", "swap_batchnorm"]
 
 
 class GatheredBatchNorm(_BatchNorm):
-    """BatchNorm whose training statistics cover every rank's rows: the per-channel sums and
-    the row count are summed over ranks with gradient (:func:`all_reduce_sum`), then the sums
-    of squared deviations from that global mean, so each rank normalises its own rows exactly
-    as one process normalises the global batch; the running statistics, updated from the same
-    global mean and (unbiased) variance, stay identical on every rank. Two all-reduces of
-    ``C + 1`` and ``C`` numbers forward and two backward, on any device and backend (gloo
-    included, which :class:`torch.nn.SyncBatchNorm` does not support; on CUDA
-    :func:`prepare_method` uses ``SyncBatchNorm``). Outside a process group, or in evaluation
-    mode, it is the BatchNorm it replaced."""
+    """BatchNorm whose training statistics cover every rank's rows, so each rank normalises
+    its own rows exactly as one process normalises the global batch.
+
+    Each rank computes its rows' per-channel mean and sum of squared deviations in one pass
+    (``torch.var_mean``) and puts them, with its row count, in its row of a ``(ranks, 2C + 1)``
+    table that one all-reduce with gradient (:func:`all_reduce_sum`) fills in on every rank:
+    one collective forward and one backward. The global mean and variance are combined from
+    the table's rows (Chan, Golub and LeVeque's pairwise update, as ``SyncBatchNorm`` combines
+    its ranks' statistics), with no cancellation between a large mean and a small variance.
+    The running statistics, updated from the same global mean and (unbiased) variance, stay
+    identical on every rank. Works on any device and backend (gloo included, which
+    :class:`torch.nn.SyncBatchNorm` does not support; on CUDA :func:`prepare_method` uses
+    ``SyncBatchNorm``). Outside a process group, or in evaluation mode, it is the BatchNorm it
+    replaced."""
 
     #: the BatchNorm class this layer replaced (:func:`revert_sync_batchnorm` restores it)
     replaced: type[_BatchNorm] = nn.BatchNorm1d
@@ -32,25 +37,35 @@ class GatheredBatchNorm(_BatchNorm):
             raise ValueError(f"expected an input of 2 or more dimensions, got {input.dim()}D")
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if not (self.training and world_size() > 1):
+        world = world_size()
+        if not (self.training and world > 1):
             return super().forward(input)
         self._check_input_dim(input)
         dims = [0, *range(2, input.dim())]  # every dimension but the channels
         shape = [1, -1] + [1] * (input.dim() - 2)
-        rows = input.numel() // max(input.shape[1], 1)
-        stats = all_reduce_sum(torch.cat([input.sum(dims), input.new_full((1,), float(rows))]))
-        count = stats[-1]
+        channels = input.shape[1]
+        rows = input.numel() // max(channels, 1)
+        if rows:
+            var_mine, mean_mine = torch.var_mean(input, dims, correction=0)
+        else:  # a rank without rows adds nothing to the sums
+            var_mine = mean_mine = input.new_zeros(channels)
+        mine = torch.cat([mean_mine, var_mine * rows, input.new_full((1,), float(rows))])
+        blank = mine.new_zeros(mine.shape)
+        table = all_reduce_sum(torch.stack([mine if r == rank() else blank for r in range(world)]))
+        means, squares, counts = table.split([channels, channels, 1], dim=1)
+        count = counts.sum()
         if float(count) < 2:
             raise ValueError(
                 f"expected more than 1 value per channel over all ranks when training, got "
                 f"input size {list(input.shape)} and {int(count)} value(s) in all"
             )
-        mean = stats[:-1] / count
-        centred = input - mean.view(shape)
-        var = all_reduce_sum(centred.square().sum(dims)) / count
-        out = centred * torch.rsqrt(var + self.eps).view(shape)
+        mean = (counts * means).sum(0) / count
+        var = (squares.sum(0) + (counts * (means - mean).square()).sum(0)) / count
+        scale = torch.rsqrt(var + self.eps)
         if self.affine:
-            out = out * self.weight.view(shape) + self.bias.view(shape)
+            scale = scale * self.weight
+        shift = -mean * scale if not self.affine else self.bias - mean * scale
+        out = torch.addcmul(shift.view(shape), input, scale.view(shape))
         if self.track_running_stats and self.running_mean is not None:
             self._update_running_stats(mean.detach(), var.detach() * count / (count - 1))
         return out

@@ -282,6 +282,12 @@ def _global_mean_check() -> dict[str, float]:
     }
 
 
+def _far_rows() -> Tensor:
+    """6 float32 rows of 3 channels, each channel's mean 10^4 times its spread."""
+    g = torch.Generator().manual_seed(1)
+    return (1e4 + torch.randn(6, 3, generator=g, dtype=torch.float64)).float()
+
+
 def _batchnorm_check() -> dict[str, Tensor]:
     """A :class:`GatheredBatchNorm` over 4-D inputs (``momentum=None``: the cumulative running
     averages), rank 0 holding 4 of the 6 images and rank 1 the other 2: every image's output
@@ -304,11 +310,16 @@ def _batchnorm_check() -> dict[str, Tensor]:
         assert mine.grad is not None
         outs.append(out.detach())
         grads.append(mine.grad / world)  # each rank's gradient carries the world's factor
+    # float32 rows whose mean is 10^4 times their spread: the ranks' statistics are combined
+    # without cancellation, so the output is one process's to float32 rounding
+    bn32 = distributed.GatheredBatchNorm(3).train()
+    far = _far_rows()[rows]
     return {
         "out": torch.cat(outs),
         "grad": torch.cat(grads),
         "running_mean": bn.running_mean.clone(),
         "running_var": bn.running_var.clone(),
+        "far": bn32(far).detach(),
     }
 
 
@@ -378,8 +389,8 @@ class _StepLosses(Callback):
         self.losses.append(values["loss"])
 
 
-def _fit(name: str, world: int) -> dict[str, Any]:
-    """Train ``name`` for 3 steps on this rank; its per-step losses and final state."""
+def _fit(name: str, world: int, steps: int = STEPS) -> dict[str, Any]:
+    """Train ``name`` for ``steps`` steps on this rank; its per-step losses and final state."""
     kind, build = BUILDERS[name]
     per_rank = GLOBAL_BATCH[kind] // world
     torch.manual_seed(0)
@@ -397,7 +408,7 @@ def _fit(name: str, world: int) -> dict[str, Any]:
         mini_batch=kind == "node",
         num_neighbors=[-1, -1],
         batch_size=per_rank,
-        limit_batches=STEPS,
+        limit_batches=steps,
         devices=world,
         progress=False,
         log_every=None,
@@ -405,13 +416,55 @@ def _fit(name: str, world: int) -> dict[str, Any]:
         callbacks=[_StepLosses(losses)],
     )
     trainer.fit(method, dm)
-    assert trainer.global_step == STEPS
+    assert trainer.global_step == steps
     state = {k: v.detach().clone() for k, v in method.state_dict().items()}
     return {"losses": losses, "state": state}
 
 
+@contextmanager
+def _counting_collectives() -> Iterator[list[str]]:
+    """The names of the ``torch.distributed`` collectives called inside, in order."""
+    calls: list[str] = []
+    names = ("all_reduce", "all_gather", "broadcast", "broadcast_object_list", "barrier")
+    originals = {name: getattr(dist, name) for name in names}
+
+    def counted(name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls.append(name)
+            return originals[name](*args, **kwargs)
+
+        return call
+
+    for name in names:
+        setattr(dist, name, counted(name))
+    try:
+        yield calls
+    finally:
+        for name, original in originals.items():
+            setattr(dist, name, original)
+
+
+def _collective_counts() -> dict[str, int]:
+    """How many times a rank waits for the others: in a DGI step (the difference between
+    fits of 2 and 1 steps) and in a :class:`GatheredBatchNorm`'s forward and backward."""
+    world = collective.world_size()
+    with _counting_collectives() as one_step:
+        _fit("dgi", world, steps=1)
+    with _counting_collectives() as two_steps:
+        _fit("dgi", world, steps=2)
+    bn = distributed.GatheredBatchNorm(4).double()
+    x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    with _counting_collectives() as batchnorm:
+        bn(x).square().sum().backward()
+    return {"dgi_step": len(two_steps) - len(one_step), "batchnorm": len(batchnorm)}
+
+
 def _fit_all(world: int) -> dict[str, dict[str, Any]]:
-    checks = {"global_mean": _global_mean_check(), "batchnorm": _batchnorm_check()}
+    checks = {
+        "global_mean": _global_mean_check(),
+        "batchnorm": _batchnorm_check(),
+        "collectives": _collective_counts(),
+    }
     return {name: _fit(name, world) for name in BUILDERS} | checks
 
 
@@ -492,6 +545,14 @@ def test_global_mean_is_the_mean_over_ranks_whatever_each_holds(runs: dict[str, 
     assert (two["share"] + rank1["share"]) / 2 == pytest.approx(6.0, abs=1e-12)
 
 
+def test_a_step_waits_for_the_other_ranks_as_few_times_as_it_must(runs: dict[str, Any]) -> None:
+    """DGI: the summary's sums and their gradient, then the gradients with the step's values
+    (its loss mean needs no collective); BatchNorm: its statistics, then their gradient."""
+    assert runs["one"]["collectives"] == {"dgi_step": 0, "batchnorm": 0}
+    for result in (runs["two"]["collectives"], runs["rank1"]["collectives"]):
+        assert result == {"dgi_step": 3, "batchnorm": 2}
+
+
 def test_batchnorm_over_ranks_equals_one_process_on_the_global_batch(
     runs: dict[str, Any],
 ) -> None:
@@ -508,6 +569,10 @@ def test_batchnorm_over_ranks_equals_one_process_on_the_global_batch(
         assert torch.allclose(two[key], one[key], atol=1e-12), key
         assert torch.allclose(rank1[key], one[key], atol=1e-12), key
     assert not torch.allclose(one["running_var"], torch.ones(3, dtype=torch.float64))
+    far = nn.BatchNorm1d(3)(_far_rows()).detach()  # torch's own BatchNorm
+    assert torch.allclose(one["far"], far, atol=2e-3)
+    assert torch.allclose(torch.cat([two["far"], rank1["far"]]), one["far"], atol=2e-3)
+    assert float(one["far"].std()) > 0.5  # normalised, not collapsed by rounding
 
 
 def test_graphmae_losses_depend_on_the_other_seeds_of_their_batch(
