@@ -88,6 +88,6 @@ class CCASSG(SSLMethod):
         h1 = encode(self.encoder, self.augment(batch), seeds_only=True)[:n]
         h2 = encode(self.encoder, self.augment(batch), seeds_only=True)[:n]
         # on several processes: standardisation and correlations over the global batch
-        h1, h2 = gather_rows(h1), gather_rows(h2)
+        h1, h2 = gather_rows(h1, h2)
         loss, inv, dec = cca_ssg_loss(standardize(h1), standardize(h2), self.lambd)
         return {"loss": loss, "invariance": inv.detach(), "decorrelation": dec.detach()}

@@ -25,7 +25,7 @@ re-exports them with the process-group machinery.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 import torch
 import torch.distributed as dist
@@ -95,18 +95,67 @@ class _GatherRows(torch.autograd.Function):
         return total[ctx.start : ctx.start + ctx.rows]
 
 
-def gather_rows(local: Tensor) -> Tensor:
-    """Every rank's rows of ``local``, concatenated in rank order, with gradient.
+@overload
+def gather_rows(local: Tensor, /) -> Tensor: ...
+
+
+@overload
+def gather_rows(local: Tensor, second: Tensor, /) -> tuple[Tensor, Tensor]: ...
+
+
+@overload
+def gather_rows(
+    local: Tensor, second: Tensor, third: Tensor, /, *more: Tensor
+) -> tuple[Tensor, ...]: ...
+
+
+@overload
+def gather_rows(*tensors: Tensor) -> Tensor | tuple[Tensor, ...]: ...
+
+
+def gather_rows(*tensors: Tensor) -> Tensor | tuple[Tensor, ...]:
+    """Every rank's rows of each tensor, concatenated in rank order, with gradient.
+
+    Several tensors with the same rows (two views' projections, a student's crops) travel in
+    one gather, so a step waits for the other ranks once for all of them instead of once each.
 
     Args:
-        local: ``(n_r, ...)`` rows of this rank (``n_r`` may differ between ranks).
+        tensors: ``(n_r, ...)`` rows of this rank, the same ``n_r`` and dtype for every tensor
+            (``n_r`` may differ between ranks).
 
     Returns:
-        ``(Σ_r n_r, ...)``; ``local`` itself without a process group or with one rank. When
-        ``local`` needs no gradient (e.g. a momentum target's output), neither does the result.
+        ``(Σ_r n_r, ...)`` for one tensor, a tuple of them for several; the inputs themselves
+        without a process group or with one rank. A tensor that needs no gradient (e.g. a
+        momentum target's output) gives a result that needs none either.
+
+    Raises:
+        ValueError: when the tensors' row counts, dtypes or devices differ.
     """
+    if not tensors:
+        raise TypeError("gather_rows() takes at least one tensor")
+    first = tensors[0]
+    for t in tensors[1:]:
+        if t.shape[0] != first.shape[0] or t.dtype != first.dtype or t.device != first.device:
+            raise ValueError(
+                f"gather_rows() gathers tensors with the same rows, dtype and device in one "
+                f"collective; got {tuple(first.shape)} {first.dtype} on {first.device} and "
+                f"{tuple(t.shape)} {t.dtype} on {t.device}"
+            )
     if world_size() == 1:
-        return local
+        return first if len(tensors) == 1 else tensors
+    if len(tensors) == 1:
+        return _gather(first)
+    rows = first.shape[0]
+    flat = [t.reshape(rows, -1) for t in tensors]
+    widths = [f.shape[1] for f in flat]
+    gathered = _gather(torch.cat(flat, dim=1)).split(widths, dim=1)
+    return tuple(
+        g.reshape(-1, *t.shape[1:]) if t.requires_grad else g.detach().reshape(-1, *t.shape[1:])
+        for g, t in zip(gathered, tensors, strict=True)
+    )
+
+
+def _gather(local: Tensor) -> Tensor:
     if not local.requires_grad:
         with torch.no_grad():
             return _GatherRows.apply(local)  # type: ignore[no-any-return]

@@ -118,7 +118,8 @@ class DINO(MomentumMethod, ImageSSLMethod):
             teacher = [self.teacher_head(h) for h in self._encode_views(self.teacher, views[:2])]
         # on several processes: the loss and the centre over the global batch, so the centre
         # stays identical on every rank
-        student, teacher = [gather_rows(s) for s in student], [gather_rows(t) for t in teacher]
+        student = list(gather_rows(student[0], student[1], *student[2:]))
+        teacher = list(gather_rows(teacher[0], teacher[1], *teacher[2:]))
         loss = dino_loss(
             student, teacher, self.center, self.student_temp, self.current_teacher_temp()
         )

@@ -82,5 +82,5 @@ class GRACE(SSLMethod):
         h2 = encode(self.encoder, self.augment2(batch), seeds_only=True)
         n = int(getattr(batch, "batch_size", h1.size(0)))  # seeds only in mini-batches
         # on several processes: every rank's seeds, so the negatives span the global batch
-        z1, z2 = gather_rows(self.projector(h1[:n])), gather_rows(self.projector(h2[:n]))
+        z1, z2 = gather_rows(self.projector(h1[:n]), self.projector(h2[:n]))
         return {"loss": info_nce(z1, z2, self.tau)}

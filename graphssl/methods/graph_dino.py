@@ -105,12 +105,16 @@ class GraphDINO(MomentumMethod):
         views = [self.augment1(batch), self.augment2(batch)]
         student = [self.student_head(encode(self.student, v, seeds_only=True)[:n]) for v in views]
         # on several processes: the loss and the centre over the global batch
-        student = [gather_rows(s) for s in student]
+        student = list(gather_rows(student[0], student[1]))
         with torch.no_grad():
-            teacher = [
-                gather_rows(self.teacher_head(encode(self.teacher, v, seeds_only=True)[:n]))
-                for v in views
-            ]
+            teacher = list(
+                gather_rows(
+                    *(
+                        self.teacher_head(encode(self.teacher, v, seeds_only=True)[:n])
+                        for v in views
+                    )
+                )
+            )
             center: Tensor = self.center  # type: ignore[assignment]
             probs = [F.softmax((t - center) / self.teacher_temp, dim=-1) for t in teacher]
             self._batch_center = torch.cat(teacher).mean(dim=0, keepdim=True)

@@ -256,7 +256,7 @@ class GraphCL(SSLMethod):
         z1 = self.projector(self(self.augment1(batch)))
         z2 = self.projector(self(self.augment2(batch)))
         # on several processes: the negatives are the other graphs of the global batch
-        return {"loss": graphcl_nt_xent(gather_rows(z1), gather_rows(z2), self.tau)}
+        return {"loss": graphcl_nt_xent(*gather_rows(z1, z2), self.tau)}
 
 
 def _default_augment(batch: Data) -> Data:

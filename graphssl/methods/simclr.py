@@ -62,4 +62,4 @@ class SimCLR(ImageSSLMethod):
         # both views through the projector at once: its BatchNorm sees all 2N rows
         z1, z2 = self.projector(torch.cat([h1, h2])).chunk(2)
         # on several processes: the negatives of a row are every other row of the global batch
-        return {"loss": simclr_nt_xent(gather_rows(z1), gather_rows(z2), self.tau)}
+        return {"loss": simclr_nt_xent(*gather_rows(z1, z2), self.tau)}

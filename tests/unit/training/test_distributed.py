@@ -448,15 +448,18 @@ def _collective_counts() -> dict[str, int]:
     """How many times a rank waits for the others: in a DGI step (the difference between
     fits of 2 and 1 steps) and in a :class:`GatheredBatchNorm`'s forward and backward."""
     world = collective.world_size()
-    with _counting_collectives() as one_step:
-        _fit("dgi", world, steps=1)
-    with _counting_collectives() as two_steps:
-        _fit("dgi", world, steps=2)
+    counts = {}
+    for name in ("dgi", "grace"):
+        with _counting_collectives() as one_step:
+            _fit(name, world, steps=1)
+        with _counting_collectives() as two_steps:
+            _fit(name, world, steps=2)
+        counts[f"{name}_step"] = len(two_steps) - len(one_step)
     bn = distributed.GatheredBatchNorm(4).double()
     x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
     with _counting_collectives() as batchnorm:
         bn(x).square().sum().backward()
-    return {"dgi_step": len(two_steps) - len(one_step), "batchnorm": len(batchnorm)}
+    return counts | {"batchnorm": len(batchnorm)}
 
 
 def _fit_all(world: int) -> dict[str, dict[str, Any]]:
@@ -547,10 +550,21 @@ def test_global_mean_is_the_mean_over_ranks_whatever_each_holds(runs: dict[str, 
 
 def test_a_step_waits_for_the_other_ranks_as_few_times_as_it_must(runs: dict[str, Any]) -> None:
     """DGI: the summary's sums and their gradient, then the gradients with the step's values
-    (its loss mean needs no collective); BatchNorm: its statistics, then their gradient."""
-    assert runs["one"]["collectives"] == {"dgi_step": 0, "batchnorm": 0}
+    (its loss mean needs no collective); GRACE: both views' row counts and rows in one gather,
+    their gradient, the gradients; BatchNorm: its statistics, then their gradient."""
+    assert runs["one"]["collectives"] == {"dgi_step": 0, "grace_step": 0, "batchnorm": 0}
     for result in (runs["two"]["collectives"], runs["rank1"]["collectives"]):
-        assert result == {"dgi_step": 3, "batchnorm": 2}
+        assert result == {"dgi_step": 3, "grace_step": 4, "batchnorm": 2}
+
+
+def test_rows_gathered_together_must_have_the_same_rows_and_dtype() -> None:
+    a, b = torch.zeros(3, 2), torch.zeros(3, 4, 5)
+    first, second = collective.gather_rows(a, b)
+    assert first is a and second is b  # no group: the inputs themselves
+    with pytest.raises(ValueError, match=r"same rows, dtype and device.*\(3, 2\).*\(4, 2\)"):
+        collective.gather_rows(a, torch.zeros(4, 2))
+    with pytest.raises(ValueError, match=r"torch\.int64"):
+        collective.gather_rows(a, torch.zeros(3, 2, dtype=torch.long))
 
 
 def test_batchnorm_over_ranks_equals_one_process_on_the_global_batch(
