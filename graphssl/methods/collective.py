@@ -25,6 +25,7 @@ re-exports them with the process-group machinery.
 
 from __future__ import annotations
 
+import math
 from typing import Any, overload
 
 import torch
@@ -36,6 +37,7 @@ __all__ = [
     "all_reduce_sum",
     "comm_device",
     "gather_rows",
+    "gather_rows_and_own",
     "global_mean",
     "is_distributed",
     "rank",
@@ -67,16 +69,21 @@ def comm_device() -> torch.device:
     return torch.device("cpu")
 
 
+def _row_counts(rows: int, device: torch.device) -> list[int]:
+    """Every rank's number of rows, in rank order (one all-gather)."""
+    count = torch.tensor([rows], dtype=torch.long, device=device)
+    counts = [torch.zeros_like(count) for _ in range(dist.get_world_size())]
+    dist.all_gather(counts, count)
+    return [int(c.item()) for c in counts]
+
+
 class _GatherRows(torch.autograd.Function):
-    """All-gather along dim 0 with gradient; ranks may hold different numbers of rows."""
+    """All-gather along dim 0 with gradient; ranks may hold different numbers of rows
+    (``sizes``, every rank's, in rank order)."""
 
     @staticmethod
-    def forward(ctx: Any, local: Tensor) -> Tensor:
+    def forward(ctx: Any, local: Tensor, sizes: list[int]) -> Tensor:
         world = dist.get_world_size()
-        count = torch.tensor([local.shape[0]], dtype=torch.long, device=local.device)
-        counts = [torch.zeros_like(count) for _ in range(world)]
-        dist.all_gather(counts, count)
-        sizes = [int(c.item()) for c in counts]
         most = max(sizes)
         padded = local.new_zeros((most, *local.shape[1:]))
         padded[: local.shape[0]] = local
@@ -87,12 +94,12 @@ class _GatherRows(torch.autograd.Function):
         return torch.cat([p[:n] for p, n in zip(parts, sizes, strict=True)])
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> Tensor:
-        # every rank computed the same global loss from the gathered rows: the gradient of this
-        # rank's rows is the sum of what each rank's backward sends them
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        # every rank computed its part of the global loss from the gathered rows: the gradient
+        # of this rank's rows is the sum of what each rank's backward sends them
         total = grad.contiguous().clone()
         dist.all_reduce(total, op=dist.ReduceOp.SUM)
-        return total[ctx.start : ctx.start + ctx.rows]
+        return total[ctx.start : ctx.start + ctx.rows], None
 
 
 @overload
@@ -133,6 +140,31 @@ def gather_rows(*tensors: Tensor) -> Tensor | tuple[Tensor, ...]:
     """
     if not tensors:
         raise TypeError("gather_rows() takes at least one tensor")
+    _check_same_rows(tensors)
+    if world_size() == 1:
+        return tensors[0] if len(tensors) == 1 else tensors
+    gathered, _ = _gather_all(tensors)
+    return gathered[0] if len(tensors) == 1 else gathered
+
+
+def gather_rows_and_own(*tensors: Tensor) -> tuple[tuple[Tensor, ...], slice]:
+    """:func:`gather_rows` of ``tensors`` (always a tuple), and where this rank's own rows are
+    in the results: a loss can then compute the terms of its own rows only, against every
+    rank's rows, instead of every rank computing the whole global loss.
+
+    Without a group the tensors themselves and ``slice(0, n)``.
+    """
+    if not tensors:
+        raise TypeError("gather_rows_and_own() takes at least one tensor")
+    _check_same_rows(tensors)
+    if world_size() == 1:
+        return tensors, slice(0, tensors[0].shape[0])
+    gathered, sizes = _gather_all(tensors)
+    start = sum(sizes[: rank()])
+    return gathered, slice(start, start + sizes[rank()])
+
+
+def _check_same_rows(tensors: tuple[Tensor, ...]) -> None:
     first = tensors[0]
     for t in tensors[1:]:
         if t.shape[0] != first.shape[0] or t.dtype != first.dtype or t.device != first.device:
@@ -141,25 +173,26 @@ def gather_rows(*tensors: Tensor) -> Tensor | tuple[Tensor, ...]:
                 f"collective; got {tuple(first.shape)} {first.dtype} on {first.device} and "
                 f"{tuple(t.shape)} {t.dtype} on {t.device}"
             )
-    if world_size() == 1:
-        return first if len(tensors) == 1 else tensors
-    if len(tensors) == 1:
-        return _gather(first)
+
+
+def _gather_all(tensors: tuple[Tensor, ...]) -> tuple[tuple[Tensor, ...], list[int]]:
+    """Every rank's rows of ``tensors`` (same rows, dtype and device) in one gather, with
+    gradient where a tensor has one, and every rank's row count."""
+    first = tensors[0]
     rows = first.shape[0]
-    flat = [t.reshape(rows, -1) for t in tensors]
-    widths = [f.shape[1] for f in flat]
-    gathered = _gather(torch.cat(flat, dim=1)).split(widths, dim=1)
+    sizes = _row_counts(rows, first.device)
+    flat = [t.reshape(rows, math.prod(t.shape[1:])) for t in tensors]
+    local = flat[0] if len(flat) == 1 else torch.cat(flat, dim=1)
+    if local.requires_grad:
+        out = _GatherRows.apply(local, sizes)
+    else:
+        with torch.no_grad():
+            out = _GatherRows.apply(local, sizes)
+    parts = out.split([f.shape[1] for f in flat], dim=1)
     return tuple(
         g.reshape(-1, *t.shape[1:]) if t.requires_grad else g.detach().reshape(-1, *t.shape[1:])
-        for g, t in zip(gathered, tensors, strict=True)
-    )
-
-
-def _gather(local: Tensor) -> Tensor:
-    if not local.requires_grad:
-        with torch.no_grad():
-            return _GatherRows.apply(local)  # type: ignore[no-any-return]
-    return _GatherRows.apply(local)  # type: ignore[no-any-return]
+        for g, t in zip(parts, tensors, strict=True)
+    ), sizes
 
 
 class _AllReduceSum(torch.autograd.Function):

@@ -6,8 +6,8 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod, linear_widths
-from graphssl.methods.collective import gather_rows
-from graphssl.methods.losses import info_nce
+from graphssl.methods.collective import gather_rows_and_own, global_mean, world_size
+from graphssl.methods.losses import info_nce, info_nce_terms
 from graphssl.models.augment import GraphAugment, edge_and_feature
 from graphssl.models.encode import encode
 from graphssl.models.heads import MLPHead
@@ -81,6 +81,11 @@ class GRACE(SSLMethod):
         h1 = encode(self.encoder, self.augment1(batch), seeds_only=True)
         h2 = encode(self.encoder, self.augment2(batch), seeds_only=True)
         n = int(getattr(batch, "batch_size", h1.size(0)))  # seeds only in mini-batches
-        # on several processes: every rank's seeds, so the negatives span the global batch
-        z1, z2 = gather_rows(self.projector(h1[:n]), self.projector(h2[:n]))
-        return {"loss": info_nce(z1, z2, self.tau)}
+        z1, z2 = self.projector(h1[:n]), self.projector(h2[:n])
+        if world_size() == 1:
+            return {"loss": info_nce(z1, z2, self.tau)}
+        # on several processes: every rank's seeds, so the negatives span the global batch;
+        # each rank computes its own seeds' terms, the loss their mean over the global batch
+        (z1, z2), mine = gather_rows_and_own(z1, z2)
+        terms = info_nce_terms(z1, z2, self.tau, anchors=mine)
+        return {"loss": global_mean(terms, count=z1.shape[0])}

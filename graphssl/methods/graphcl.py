@@ -18,14 +18,14 @@ from torch_geometric.data import Data
 from torch_geometric.utils import subgraph as induced_subgraph
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
-from graphssl.methods.collective import gather_rows
+from graphssl.methods.collective import gather_rows_and_own, global_mean, world_size
 from graphssl.methods.infograph import (
     _require_graph_batches,
     graph_index,
     multi_layer_readout,
     readout_dim,
 )
-from graphssl.methods.losses import graphcl_nt_xent
+from graphssl.methods.losses import graphcl_nt_xent, graphcl_nt_xent_terms
 from graphssl.models.heads import MLPHead
 
 __all__ = [
@@ -256,7 +256,12 @@ class GraphCL(SSLMethod):
         z1 = self.projector(self(self.augment1(batch)))
         z2 = self.projector(self(self.augment2(batch)))
         # on several processes: the negatives are the other graphs of the global batch
-        return {"loss": graphcl_nt_xent(*gather_rows(z1, z2), self.tau)}
+        if world_size() == 1:
+            return {"loss": graphcl_nt_xent(z1, z2, self.tau)}
+        # on several processes: each rank's graphs against the global batch's
+        (z1, z2), mine = gather_rows_and_own(z1, z2)
+        terms = graphcl_nt_xent_terms(z1, z2, self.tau, anchors=mine)
+        return {"loss": global_mean(terms, count=z1.shape[0])}
 
 
 def _default_augment(batch: Data) -> Data:

@@ -21,8 +21,11 @@ __all__ = [
     "dino_cross_entropy",
     "dino_loss",
     "graphcl_nt_xent",
+    "graphcl_nt_xent_terms",
     "info_nce",
+    "info_nce_terms",
     "simclr_nt_xent",
+    "simclr_nt_xent_terms",
 ]
 
 
@@ -47,6 +50,33 @@ def info_nce(z1: Tensor, z2: Tensor, tau: float = 0.5) -> Tensor:
     denom1 = refl1.sum(1) + between.sum(1) - refl1.diag()
     denom2 = refl2.sum(1) + between.sum(0) - refl2.diag()
     return 0.5 * (-torch.log(pos / denom1) - torch.log(pos / denom2)).mean()
+
+
+def info_nce_terms(
+    z1: Tensor, z2: Tensor, tau: float = 0.5, anchors: slice | None = None
+) -> Tensor:
+    """The terms of :func:`info_nce` of the anchor rows ``anchors`` (default: all), each the
+    mean of its two directions; their mean over all rows is :func:`info_nce`.
+
+    Every anchor is compared with all ``N`` rows of both views, so an anchor range of ``A``
+    rows costs four ``A x N`` products and exponentials: on several processes each computes
+    its own rows' terms (``2N²`` between two processes) instead of the whole loss each (``3N²``
+    on every process).
+
+    Returns:
+        ``(A,)`` terms.
+    """
+    rows = slice(0, z1.shape[0]) if anchors is None else anchors
+    h1, h2 = F.normalize(z1, dim=1), F.normalize(z2, dim=1)
+    q1, q2 = h1[rows] / tau, h2[rows] / tau
+    between1, between2 = torch.exp(q1 @ h2.t()), torch.exp(q2 @ h1.t())
+    refl1, refl2 = torch.exp(q1 @ h1.t()), torch.exp(q2 @ h2.t())
+    own = torch.arange(refl1.shape[0], device=z1.device)
+    cols = own + rows.start
+    pos = between1[own, cols]
+    denom1 = refl1.sum(1) + between1.sum(1) - refl1[own, cols]
+    denom2 = refl2.sum(1) + between2.sum(1) - refl2[own, cols]
+    return 0.5 * (-torch.log(pos / denom1) - torch.log(pos / denom2))
 
 
 def bootstrap_cosine_terms(p: Tensor, z: Tensor) -> Tensor:
@@ -99,6 +129,29 @@ def simclr_nt_xent(z1: Tensor, z2: Tensor, tau: float = 0.5) -> Tensor:
     return F.cross_entropy(logits, targets)
 
 
+def simclr_nt_xent_terms(
+    z1: Tensor, z2: Tensor, tau: float = 0.5, anchors: slice | None = None
+) -> Tensor:
+    """The terms of :func:`simclr_nt_xent` of the pairs ``anchors`` (default: all): pair ``i``'s
+    term is the mean of its two rows' cross-entropies (``z1_i`` against all ``2N`` rows, and
+    ``z2_i``), so their mean over all pairs is :func:`simclr_nt_xent`. ``A`` anchors cost a
+    ``2A x 2N`` product instead of ``2N x 2N``.
+
+    Returns:
+        ``(A,)`` terms.
+    """
+    n = z1.shape[0]
+    rows = slice(0, n) if anchors is None else anchors
+    z = F.normalize(torch.cat([z1, z2], dim=0), dim=1)
+    own = torch.arange(rows.start, rows.stop, device=z.device)
+    mine = torch.cat([own, own + n])
+    logits = z[mine] @ z.t() / tau
+    logits[torch.arange(mine.numel(), device=z.device), mine] = -torch.inf
+    targets = torch.cat([own + n, own])
+    ce = F.cross_entropy(logits, targets, reduction="none")
+    return 0.5 * (ce[: own.numel()] + ce[own.numel() :])
+
+
 def graphcl_nt_xent(z1: Tensor, z2: Tensor, tau: float = 0.2) -> Tensor:
     """GraphCL's cross-view NT-Xent, symmetrised (You et al., NeurIPS 2020).
 
@@ -132,6 +185,40 @@ def graphcl_nt_xent(z1: Tensor, z2: Tensor, tau: float = 0.2) -> Tensor:
         return (torch.logsumexp(s.masked_fill(eye, -math.inf), dim=1) - pos).mean()
 
     return 0.5 * (one_side(sim) + one_side(sim.t()))
+
+
+def graphcl_nt_xent_terms(
+    z1: Tensor, z2: Tensor, tau: float = 0.2, anchors: slice | None = None
+) -> Tensor:
+    """The terms of :func:`graphcl_nt_xent` of the graphs ``anchors`` (default: all): graph
+    ``i``'s term is the mean of its two directions (``z1_i`` against every ``z2_j``, and ``z2_i``
+    against every ``z1_j``), so their mean over all graphs is :func:`graphcl_nt_xent`.
+
+    Returns:
+        ``(A,)`` terms; needs ``G >= 2``.
+    """
+    if z1.shape != z2.shape or z1.ndim != 2:
+        raise ValueError(
+            f"z1 and z2 must both be (G, D), got {tuple(z1.shape)} and {tuple(z2.shape)}"
+        )
+    if z1.size(0) < 2:
+        raise ValueError(
+            f"graphcl_nt_xent needs at least 2 graphs per batch (negatives come from the "
+            f"other graphs), got {z1.size(0)}"
+        )
+    rows = slice(0, z1.shape[0]) if anchors is None else anchors
+    h1, h2 = F.normalize(z1, dim=1), F.normalize(z2, dim=1)
+    forward, backward = h1[rows] @ h2.t() / tau, h2[rows] @ h1.t() / tau
+    own = torch.arange(forward.shape[0], device=z1.device)
+    cols = own + rows.start
+    pos = forward[own, cols]
+    mask = torch.zeros_like(forward, dtype=torch.bool)
+    mask[own, cols] = True
+
+    def one_side(s: Tensor) -> Tensor:
+        return torch.logsumexp(s.masked_fill(mask, -math.inf), dim=1) - pos
+
+    return 0.5 * (one_side(forward) + one_side(backward))
 
 
 def dino_cross_entropy(

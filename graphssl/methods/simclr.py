@@ -8,9 +8,9 @@ import torch
 from torch import Tensor, nn
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory
-from graphssl.methods.collective import gather_rows
+from graphssl.methods.collective import gather_rows_and_own, global_mean, world_size
 from graphssl.methods.image import ImageSSLMethod, views_of
-from graphssl.methods.losses import simclr_nt_xent
+from graphssl.methods.losses import simclr_nt_xent, simclr_nt_xent_terms
 from graphssl.models.heads import MLPHead
 
 
@@ -62,4 +62,9 @@ class SimCLR(ImageSSLMethod):
         # both views through the projector at once: its BatchNorm sees all 2N rows
         z1, z2 = self.projector(torch.cat([h1, h2])).chunk(2)
         # on several processes: the negatives of a row are every other row of the global batch
-        return {"loss": simclr_nt_xent(*gather_rows(z1, z2), self.tau)}
+        if world_size() == 1:
+            return {"loss": simclr_nt_xent(z1, z2, self.tau)}
+        # on several processes: each rank's pairs against the global batch's 2N rows
+        (z1, z2), mine = gather_rows_and_own(z1, z2)
+        terms = simclr_nt_xent_terms(z1, z2, self.tau, anchors=mine)
+        return {"loss": global_mean(terms, count=z1.shape[0])}

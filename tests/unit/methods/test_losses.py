@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 import torch
 import torch.nn.functional as F
 
-from graphssl.methods.losses import info_nce
+from graphssl.methods.losses import (
+    graphcl_nt_xent,
+    graphcl_nt_xent_terms,
+    info_nce,
+    info_nce_terms,
+    simclr_nt_xent,
+    simclr_nt_xent_terms,
+)
 
 
 def _info_nce_reference(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
@@ -40,3 +50,31 @@ def test_info_nce_known_answer_for_orthogonal_views() -> None:
     e = torch.exp(torch.tensor(1 / tau))
     want = -torch.log(e / (e + 1 + 1))  # positive + one inter-view + one intra-view negative
     torch.testing.assert_close(info_nce(z, z.clone(), tau), want)
+
+
+@pytest.mark.parametrize(
+    ("whole", "terms"),
+    [
+        (info_nce, info_nce_terms),
+        (simclr_nt_xent, simclr_nt_xent_terms),
+        (graphcl_nt_xent, graphcl_nt_xent_terms),
+    ],
+)
+def test_the_terms_of_anchor_ranges_make_up_the_whole_loss(whole: Any, terms: Any) -> None:
+    """What a process computes for its own rows: the ranges' terms, concatenated, are the
+    terms of all rows, whose mean is the loss, and so is its gradient."""
+    g = torch.Generator().manual_seed(0)
+    z1 = torch.randn(10, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    z2 = torch.randn(10, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    loss = whole(z1, z2, 0.3)
+    parts = torch.cat([terms(z1, z2, 0.3, anchors=r) for r in (slice(0, 3), slice(3, 10))])
+    torch.testing.assert_close(parts, terms(z1, z2, 0.3), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(parts.mean(), loss, rtol=1e-12, atol=1e-12)
+    expected = torch.autograd.grad(loss, (z1, z2))
+    for got, want in zip(torch.autograd.grad(parts.mean(), (z1, z2)), expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    # a range's terms do not depend on which rows the other ranges hold: shuffle those
+    shuffled = torch.cat([z1[:3], z1[3:].flip(0)]), torch.cat([z2[:3], z2[3:].flip(0)])
+    torch.testing.assert_close(
+        terms(*shuffled, 0.3, anchors=slice(0, 3)), parts[:3], rtol=1e-12, atol=1e-12
+    )
