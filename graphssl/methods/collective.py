@@ -41,7 +41,6 @@ __all__ = [
     "global_mean",
     "is_distributed",
     "rank",
-    "rows_before",
     "world_size",
 ]
 
@@ -248,17 +247,6 @@ def global_mean(values: Tensor, count: Tensor | float | None = None) -> Tensor:
     total, count = totals.to(local.device).unbind()
     share = local * (world_size() / count)
     return share + (total / count - share).detach()
-
-
-def rows_before(rows: int) -> int:
-    """How many rows the ranks before this one hold, given this rank's ``rows`` (``0`` without
-    a group): where this rank's rows start in :func:`gather_rows`'s result."""
-    if world_size() == 1:
-        return 0
-    count = torch.tensor([rows], dtype=torch.long, device=comm_device())
-    counts = [torch.zeros_like(count) for _ in range(world_size())]
-    dist.all_gather(counts, count)
-    return int(sum(int(c.item()) for c in counts[: rank()]))
 
 
 @torch.no_grad()

@@ -14,7 +14,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn import global_add_pool, global_mean_pool
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
-from graphssl.methods.collective import gather_rows, rows_before
+from graphssl.methods.collective import gather_rows_and_own, global_mean, world_size
 
 __all__ = [
     "FeedForward",
@@ -22,6 +22,7 @@ __all__ = [
     "graph_index",
     "layer_outputs",
     "local_global_jsd",
+    "local_global_jsd_terms",
     "multi_layer_readout",
     "readout_dim",
 ]
@@ -132,15 +133,33 @@ def local_global_jsd(local: Tensor, summary: Tensor, index: Tensor) -> Tensor:
     Returns:
         A scalar; ``-2 log 2`` is its minimum. With one graph only the positive term remains.
     """
-    num_nodes, num_graphs = local.size(0), summary.size(0)
-    scores = local @ summary.t()  # (N, G)
-    positive = F.one_hot(index, num_graphs).bool()
+    return local_global_jsd_terms(local, summary, index).mean()
+
+
+def local_global_jsd_terms(local: Tensor, summary: Tensor, index: Tensor) -> Tensor:
+    """The per-node terms of :func:`local_global_jsd`, whose mean is the loss: node ``i``'s
+    ``Σ_{g ≠ g_i} (sp(s_ig) - log 2) / (G - 1) - (log 2 - sp(-s_{i g_i}))``.
+
+    On several processes each computes its own nodes' terms against every graph of the global
+    batch, so the nodes' rows never travel and the ``(N, G)`` scores are shared out.
+
+    Args:
+        local: ``(n, D)`` node representations (after the local discriminator).
+        summary: ``(G, D)`` graph representations (after the global discriminator).
+        index: ``(n,)`` graph id of each node, a row of ``summary``.
+
+    Returns:
+        ``(n,)`` terms.
+    """
+    num_graphs = summary.size(0)
+    scores = local @ summary.t()  # (n, G)
+    own = scores.gather(1, index.view(-1, 1)).squeeze(1)
     log2 = math.log(2.0)
-    e_pos = (log2 - F.softplus(-scores[positive])).sum() / num_nodes
+    positive = log2 - F.softplus(-own)
     if num_graphs < 2:
-        return -e_pos
-    e_neg = (F.softplus(scores[~positive]) - log2).sum() / (num_nodes * (num_graphs - 1))
-    return e_neg - e_pos
+        return -positive
+    negative = F.softplus(scores).sum(1) - F.softplus(own) - (num_graphs - 1) * log2
+    return negative / (num_graphs - 1) - positive
 
 
 class FeedForward(nn.Module):
@@ -235,11 +254,11 @@ class InfoGraph(SSLMethod):
     def loss(self, batch: Data) -> dict[str, Tensor]:
         local, summary = multi_layer_readout(self.encoder, batch, self.pool, self.concat_layers)
         index, _ = graph_index(batch)
-        # on several processes: every rank's nodes and graphs, so a node's negatives are all the
-        # other graphs of the global batch (its graph ids shifted past the earlier ranks')
-        index = gather_rows(index + rows_before(summary.size(0)))
-        local, summary = gather_rows(local), gather_rows(summary)
-        loss = local_global_jsd(
-            self.local_discriminator(local), self.global_discriminator(summary), index
-        )
-        return {"loss": loss}
+        local, summary = self.local_discriminator(local), self.global_discriminator(summary)
+        if world_size() == 1:
+            return {"loss": local_global_jsd(local, summary, index)}
+        # on several processes: every rank's graphs, so a node's negatives are all the other
+        # graphs of the global batch (its graph ids shifted past the earlier ranks'); each rank
+        # scores its own nodes, the loss their terms' mean over the global batch
+        (summary,), mine = gather_rows_and_own(summary)
+        return {"loss": global_mean(local_global_jsd_terms(local, summary, index + mine.start))}

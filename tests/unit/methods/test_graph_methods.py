@@ -31,6 +31,7 @@ from graphssl.methods.infograph import (
     InfoGraph,
     layer_outputs,
     local_global_jsd,
+    local_global_jsd_terms,
     multi_layer_readout,
 )
 from graphssl.methods.losses import graphcl_nt_xent
@@ -196,6 +197,13 @@ def test_local_global_jsd_matches_naive() -> None:
     # one graph: only the positive term
     one = local_global_jsd(local, summary[:1], torch.zeros(7, dtype=torch.long))
     assert torch.isfinite(one)
+    # what a process computes for its own nodes against every graph: the terms of node
+    # ranges make up the whole loss
+    parts = torch.cat(
+        [local_global_jsd_terms(local[r], summary, index[r]) for r in (slice(0, 3), slice(3, 7))]
+    )
+    assert parts.shape == (7,)
+    assert parts.mean().item() == pytest.approx(expected, rel=1e-5)
 
 
 def test_graphcl_nt_xent_matches_naive_and_needs_two_graphs() -> None:
