@@ -26,6 +26,7 @@ re-exports them with the process-group machinery.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, overload
 
 import torch
@@ -39,6 +40,7 @@ __all__ = [
     "gather_rows",
     "gather_rows_and_own",
     "global_mean",
+    "global_row_mean",
     "is_distributed",
     "rank",
     "world_size",
@@ -247,6 +249,22 @@ def global_mean(values: Tensor, count: Tensor | float | None = None) -> Tensor:
     total, count = totals.to(local.device).unbind()
     share = local * (world_size() / count)
     return share + (total / count - share).detach()
+
+
+@torch.no_grad()
+def global_row_mean(views: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
+    """The mean row of ``views`` (tensors ``(n, K)`` with the same rows) over every rank's rows,
+    ``(1, K)``, and the rows of one view over all ranks (a 0-d tensor): one all-reduce of
+    ``K + 1`` numbers, without gradient (a DINO centre); the local mean without a group."""
+    rows = views[0].shape[0]
+    local = torch.cat(list(views)).sum(dim=0)
+    stats = torch.cat([local, local.new_full((1,), float(rows))])
+    if world_size() > 1:
+        stats = stats.to(comm_device())
+        dist.all_reduce(stats, op=dist.ReduceOp.SUM)
+        stats = stats.to(local.device)
+    count = stats[-1]
+    return (stats[:-1] / (count * len(views))).unsqueeze(0), count
 
 
 @torch.no_grad()

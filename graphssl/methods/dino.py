@@ -8,9 +8,9 @@ import torch
 from torch import Tensor, nn
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory
-from graphssl.methods.collective import gather_rows
+from graphssl.methods.collective import global_mean, global_row_mean, world_size
 from graphssl.methods.image import ImageSSLMethod, views_of
-from graphssl.methods.losses import dino_loss
+from graphssl.methods.losses import dino_loss, dino_loss_terms
 from graphssl.methods.momentum import MomentumMethod, check_unit_interval
 from graphssl.models.heads import DINOHead
 
@@ -116,15 +116,18 @@ class DINO(MomentumMethod, ImageSSLMethod):
         student = [self.student_head(h) for h in self._encode_views(self.student, views)]
         with torch.no_grad():
             teacher = [self.teacher_head(h) for h in self._encode_views(self.teacher, views[:2])]
-        # on several processes: the loss and the centre over the global batch, so the centre
-        # stays identical on every rank
-        student = list(gather_rows(student[0], student[1], *student[2:]))
-        teacher = list(gather_rows(teacher[0], teacher[1], *teacher[2:]))
-        loss = dino_loss(
-            student, teacher, self.center, self.student_temp, self.current_teacher_temp()
-        )
-        with torch.no_grad():
+        temps = (self.student_temp, self.current_teacher_temp())
+        if world_size() == 1:
+            loss = dino_loss(student, teacher, self.center, *temps)
             batch_center = torch.cat(teacher).mean(dim=0, keepdim=True)
+        else:
+            # on several processes: a row's terms need no other row, so each rank computes its
+            # own; the centre is the global batch's mean teacher score (its sums and the row
+            # count summed over ranks), identical on every rank
+            batch_center, rows = global_row_mean(teacher)
+            terms = dino_loss_terms(student, teacher, self.center, *temps)
+            loss = global_mean(terms, count=rows)
+        with torch.no_grad():
             self.center.mul_(self.center_momentum).add_(
                 batch_center, alpha=1 - self.center_momentum
             )

@@ -8,8 +8,8 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, linear_widths
-from graphssl.methods.collective import gather_rows
-from graphssl.methods.losses import dino_cross_entropy
+from graphssl.methods.collective import global_mean, global_row_mean, world_size
+from graphssl.methods.losses import dino_cross_entropy_terms
 from graphssl.methods.momentum import MomentumMethod, check_unit_interval
 from graphssl.models.augment import GraphAugment, edge_and_feature
 from graphssl.models.encode import encode
@@ -104,24 +104,23 @@ class GraphDINO(MomentumMethod):
         n = int(getattr(batch, "batch_size", batch.num_nodes))  # seeds only in mini-batches
         views = [self.augment1(batch), self.augment2(batch)]
         student = [self.student_head(encode(self.student, v, seeds_only=True)[:n]) for v in views]
-        # on several processes: the loss and the centre over the global batch
-        student = list(gather_rows(student[0], student[1]))
         with torch.no_grad():
-            teacher = list(
-                gather_rows(
-                    *(
-                        self.teacher_head(encode(self.teacher, v, seeds_only=True)[:n])
-                        for v in views
-                    )
-                )
-            )
+            teacher = [
+                self.teacher_head(encode(self.teacher, v, seeds_only=True)[:n]) for v in views
+            ]
             center: Tensor = self.center  # type: ignore[assignment]
             probs = [F.softmax((t - center) / self.teacher_temp, dim=-1) for t in teacher]
+            entropy = torch.stack([-(q * q.clamp_min(1e-12).log()).sum(-1) for q in probs])
+        terms = dino_cross_entropy_terms(student, probs, self.student_temp)
+        if world_size() == 1:
             self._batch_center = torch.cat(teacher).mean(dim=0, keepdim=True)
-            entropy = torch.stack([-(q * q.clamp_min(1e-12).log()).sum(-1).mean() for q in probs])
+            return {"loss": terms.mean(), "teacher_entropy": entropy.mean()}
+        # on several processes: a row's terms need no other row, so each rank computes its own;
+        # the centre is the global batch's mean teacher score, identical on every rank
+        self._batch_center, rows = global_row_mean(teacher)
         return {
-            "loss": dino_cross_entropy(student, probs, self.student_temp),
-            "teacher_entropy": entropy.mean(),
+            "loss": global_mean(terms, count=rows),
+            "teacher_entropy": global_mean(entropy.mean(0), count=rows),
         }
 
     def on_after_optimizer_step(self, step: int, max_steps: int) -> None:

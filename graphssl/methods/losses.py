@@ -19,7 +19,9 @@ __all__ = [
     "bootstrap_cosine",
     "dgi_bce",
     "dino_cross_entropy",
+    "dino_cross_entropy_terms",
     "dino_loss",
+    "dino_loss_terms",
     "graphcl_nt_xent",
     "graphcl_nt_xent_terms",
     "info_nce",
@@ -238,15 +240,24 @@ def dino_cross_entropy(
         ``-Σ_k q_k log softmax(s / student_temp)_k`` averaged over rows, then over every
         (teacher view, student view) pair of different views.
     """
+    return dino_cross_entropy_terms(student_logits, teacher_probs, student_temp).mean()
+
+
+def dino_cross_entropy_terms(
+    student_logits: Sequence[Tensor], teacher_probs: Sequence[Tensor], student_temp: float = 0.1
+) -> Tensor:
+    """The per-row terms of :func:`dino_cross_entropy` (each row's cross-entropy averaged over
+    the pairs of different views), whose mean is the loss: a row needs no other row, so on
+    several processes each computes its own rows' terms. Returns ``(N,)``."""
     # one log-softmax per student view, shared by every teacher view it is paired with
     log_probs = [F.log_softmax(s / student_temp, dim=-1) for s in student_logits]
-    total = student_logits[0].new_zeros(())
+    total = student_logits[0].new_zeros(student_logits[0].shape[0])
     terms = 0
     for a, q in enumerate(teacher_probs):
         for b, logp in enumerate(log_probs):
             if a == b:
                 continue
-            total = total - (q.detach() * logp).sum(-1).mean()
+            total = total - (q.detach() * logp).sum(-1)
             terms += 1
     if terms == 0:
         raise ValueError(f"dino_cross_entropy needs at least two views, got {len(student_logits)}")
@@ -274,10 +285,21 @@ def dino_loss(
         ``H(softmax((t - c) / teacher_temp), softmax(s / student_temp))`` averaged over rows and
         over every (teacher view, student view) pair of different views.
     """
+    return dino_loss_terms(student, teacher, center, student_temp, teacher_temp).mean()
+
+
+def dino_loss_terms(
+    student: list[Tensor],
+    teacher: list[Tensor],
+    center: Tensor,
+    student_temp: float = 0.1,
+    teacher_temp: float = 0.04,
+) -> Tensor:
+    """The per-row terms of :func:`dino_loss`, whose mean is the loss. Returns ``(N,)``."""
     if not teacher or len(student) < 2:
         raise ValueError(
             f"dino_loss needs >= 1 teacher view and >= 2 student views, got "
             f"{len(teacher)} and {len(student)}"
         )
     targets = [F.softmax((t.detach() - center) / teacher_temp, dim=-1) for t in teacher]
-    return dino_cross_entropy(student, targets, student_temp)
+    return dino_cross_entropy_terms(student, targets, student_temp)

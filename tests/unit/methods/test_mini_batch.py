@@ -32,7 +32,7 @@ LOSS_FUNCTIONS = {
     "afgrl": "afgrl_positives",
     "graphmae": "scaled_cosine_error",
     "cca_ssg": "cca_ssg_loss",
-    "graph_dino": "dino_cross_entropy",
+    "graph_dino": "dino_cross_entropy_terms",
 }
 #: the per-node heads after the encoder, which must see the seed rows only
 HEADS = {

@@ -449,7 +449,7 @@ def _collective_counts() -> dict[str, int]:
     fits of 2 and 1 steps) and in a :class:`GatheredBatchNorm`'s forward and backward."""
     world = collective.world_size()
     counts = {}
-    for name in ("dgi", "grace"):
+    for name in ("dgi", "grace", "graph_dino"):
         with _counting_collectives() as one_step:
             _fit(name, world, steps=1)
         with _counting_collectives() as two_steps:
@@ -551,10 +551,14 @@ def test_global_mean_is_the_mean_over_ranks_whatever_each_holds(runs: dict[str, 
 def test_a_step_waits_for_the_other_ranks_as_few_times_as_it_must(runs: dict[str, Any]) -> None:
     """DGI: the summary's sums and their gradient, then the gradients with the step's values
     (its loss mean needs no collective); GRACE: both views' row counts and rows in one gather,
-    their gradient, the gradients; BatchNorm: its statistics, then their gradient."""
-    assert runs["one"]["collectives"] == {"dgi_step": 0, "grace_step": 0, "batchnorm": 0}
+    their gradient, the gradients; GraphDINO: its heads' two BatchNorm layers on each view
+    (forward and backward for the student's two views, forward for the teacher's: 12), the
+    teacher's sums for the centre and the gradients, and no rows; BatchNorm: its statistics,
+    then their gradient."""
+    none = {"dgi_step": 0, "grace_step": 0, "graph_dino_step": 0, "batchnorm": 0}
+    assert runs["one"]["collectives"] == none
     for result in (runs["two"]["collectives"], runs["rank1"]["collectives"]):
-        assert result == {"dgi_step": 3, "grace_step": 4, "batchnorm": 2}
+        assert result == {"dgi_step": 3, "grace_step": 4, "graph_dino_step": 14, "batchnorm": 2}
 
 
 def test_rows_gathered_together_must_have_the_same_rows_and_dtype() -> None:
