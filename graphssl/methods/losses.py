@@ -154,6 +154,18 @@ def simclr_nt_xent_terms(
     return 0.5 * (ce[: own.numel()] + ce[own.numel() :])
 
 
+def _check_graph_views(z1: Tensor, z2: Tensor) -> None:
+    if z1.shape != z2.shape or z1.ndim != 2:
+        raise ValueError(
+            f"z1 and z2 must both be (G, D), got {tuple(z1.shape)} and {tuple(z2.shape)}"
+        )
+    if z1.size(0) < 2:
+        raise ValueError(
+            f"graphcl_nt_xent needs at least 2 graphs per batch (negatives come from the "
+            f"other graphs), got {z1.size(0)}"
+        )
+
+
 def graphcl_nt_xent(z1: Tensor, z2: Tensor, tau: float = 0.2) -> Tensor:
     """GraphCL's cross-view NT-Xent, symmetrised (You et al., NeurIPS 2020).
 
@@ -170,15 +182,7 @@ def graphcl_nt_xent(z1: Tensor, z2: Tensor, tau: float = 0.2) -> Tensor:
     Returns:
         A scalar; needs ``G >= 2`` (the negatives come from the other graphs).
     """
-    if z1.shape != z2.shape or z1.ndim != 2:
-        raise ValueError(
-            f"z1 and z2 must both be (G, D), got {tuple(z1.shape)} and {tuple(z2.shape)}"
-        )
-    if z1.size(0) < 2:
-        raise ValueError(
-            f"graphcl_nt_xent needs at least 2 graphs per batch (negatives come from the "
-            f"other graphs), got {z1.size(0)}"
-        )
+    _check_graph_views(z1, z2)
     sim = F.normalize(z1, dim=1) @ F.normalize(z2, dim=1).t() / tau
     pos = sim.diagonal()
     eye = torch.eye(sim.size(0), dtype=torch.bool, device=sim.device)
@@ -199,15 +203,7 @@ def graphcl_nt_xent_terms(
     Returns:
         ``(A,)`` terms; needs ``G >= 2``.
     """
-    if z1.shape != z2.shape or z1.ndim != 2:
-        raise ValueError(
-            f"z1 and z2 must both be (G, D), got {tuple(z1.shape)} and {tuple(z2.shape)}"
-        )
-    if z1.size(0) < 2:
-        raise ValueError(
-            f"graphcl_nt_xent needs at least 2 graphs per batch (negatives come from the "
-            f"other graphs), got {z1.size(0)}"
-        )
+    _check_graph_views(z1, z2)
     rows = slice(0, z1.shape[0]) if anchors is None else anchors
     h1, h2 = F.normalize(z1, dim=1), F.normalize(z2, dim=1)
     forward, backward = h1[rows] @ h2.t() / tau, h2[rows] @ h1.t() / tau

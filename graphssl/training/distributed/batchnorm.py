@@ -61,10 +61,13 @@ class GatheredBatchNorm(_BatchNorm):
             )
         mean = (counts * means).sum(0) / count
         var = (squares.sum(0) + (counts * (means - mean).square()).sum(0)) / count
+        # (x - mean) / std * weight + bias as one multiply-add: x * scale + shift
         scale = torch.rsqrt(var + self.eps)
         if self.affine:
             scale = scale * self.weight
-        shift = -mean * scale if not self.affine else self.bias - mean * scale
+            shift = self.bias - mean * scale
+        else:
+            shift = -mean * scale
         out = torch.addcmul(shift.view(shape), input, scale.view(shape))
         if self.track_running_stats and self.running_mean is not None:
             self._update_running_stats(mean.detach(), var.detach() * count / (count - 1))
