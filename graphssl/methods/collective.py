@@ -34,6 +34,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 __all__ = [
+    "PendingSum",
     "all_reduce_mean",
     "all_reduce_sum",
     "comm_device",
@@ -223,6 +224,40 @@ def all_reduce_sum(local: Tensor) -> Tensor:
     if world_size() == 1:
         return local
     return _AllReduceSum.apply(local)  # type: ignore[no-any-return]
+
+
+class _SummedElsewhere(torch.autograd.Function):
+    """``total`` (``local`` already summed over ranks) with :class:`_AllReduceSum`'s gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, local: Tensor, total: Tensor) -> Tensor:
+        return total
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        total = grad.contiguous().clone()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        return total, None
+
+
+class PendingSum:
+    """:func:`all_reduce_sum` of ``local`` started now and collected by :meth:`wait`, so the
+    work in between (another encoder pass) runs while the ranks exchange the numbers and the
+    slower rank catches up. Without a group :meth:`wait` returns ``local`` itself."""
+
+    def __init__(self, local: Tensor) -> None:
+        self.local = local
+        self.work: Any = None
+        if world_size() > 1:
+            self.total = local.detach().contiguous().clone()
+            self.work = dist.all_reduce(self.total, op=dist.ReduceOp.SUM, async_op=True)
+
+    def wait(self) -> Tensor:
+        """The sum over ranks, with gradient (as :func:`all_reduce_sum`)."""
+        if self.work is None:
+            return self.local
+        self.work.wait()
+        return _SummedElsewhere.apply(self.local, self.total)  # type: ignore[no-any-return]
 
 
 def global_mean(values: Tensor, count: Tensor | float | None = None) -> Tensor:

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
-from graphssl.methods.collective import all_reduce_sum, global_mean, world_size
+from graphssl.methods.collective import PendingSum, global_mean, world_size
 from graphssl.methods.losses import dgi_bce, dgi_bce_terms
 from graphssl.models.encode import encode
 from graphssl.models.sparse_input import derive_rows
@@ -168,18 +168,20 @@ class DGI(SSLMethod):
         return encode(self.encoder, batch, seeds_only=True)
 
     def loss(self, batch: Data) -> dict[str, Tensor]:
-        pos = encode(self.encoder, batch, seeds_only=True)
-        neg = encode(self.encoder, _corrupted(batch, self.corruption), seeds_only=True)
-        n = int(getattr(batch, "batch_size", pos.size(0)))  # seeds only in mini-batches
-        pos, neg = pos[:n], neg[:n]
+        n = int(getattr(batch, "batch_size", batch.num_nodes))  # seeds only in mini-batches
+        pos = encode(self.encoder, batch, seeds_only=True)[:n]
         if world_size() == 1:
+            neg = encode(self.encoder, _corrupted(batch, self.corruption), seeds_only=True)[:n]
             ws = self.weight @ sigmoid_mean_readout(pos)
             return {"loss": dgi_bce(pos @ ws + self.bias, neg @ ws + self.bias)}
         # on several processes: the summary is the global batch's mean (the row sums and the
-        # row count summed over ranks, with gradient) and the loss the mean of every node's
-        # terms over the global batch, whose count came with the sums; no rank needs another
-        # rank's rows, and the loss needs no collective of its own
-        stats = all_reduce_sum(torch.cat([pos.sum(dim=0), pos.new_full((1,), float(n))]))
+        # row count summed over ranks, with gradient; summed while this rank encodes the
+        # corrupted graph) and the loss the mean of every node's terms over the global batch,
+        # whose count came with the sums; no rank needs another rank's rows, and the loss
+        # needs no collective of its own
+        pending = PendingSum(torch.cat([pos.sum(dim=0), pos.new_full((1,), float(n))]))
+        neg = encode(self.encoder, _corrupted(batch, self.corruption), seeds_only=True)[:n]
+        stats = pending.wait()
         count = stats[-1].detach()
         ws = self.weight @ torch.sigmoid(stats[:-1] / count)
         terms = dgi_bce_terms(pos @ ws + self.bias, neg @ ws + self.bias)

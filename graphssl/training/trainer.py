@@ -14,7 +14,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -499,6 +499,16 @@ class Trainer:
         else:
             log.info("Epoch %03d, %s, %.1f s", n, terms, res.seconds)
 
+    def _next_batch(self, iterator: Iterator[Any], index: int, result: FitResult) -> Any:
+        """Batch ``index`` of the epoch from ``iterator``, or ``None`` past its end or past
+        :attr:`limit_batches`; the time it takes counts as sampling in ``result``."""
+        if self.limit_batches is not None and index >= self.limit_batches:
+            return None
+        t_fetch = time.perf_counter()
+        batch = next(iterator, None)
+        result.sample_seconds += time.perf_counter() - t_fetch
+        return batch
+
     def _check_divergence(self, method: SSLMethod, value: float, epoch: int) -> None:
         """Raise :class:`DivergedError` on a non-finite loss ``value``, or one whose magnitude
         exceeds :data:`DIVERGENCE_FACTOR` times the first loss of this fit."""
@@ -579,11 +589,9 @@ class Trainer:
             delay=3.0,
             dynamic_ncols=True,
         )
-        t_fetch = time.perf_counter()
-        for batch in batches:
-            result.sample_seconds += time.perf_counter() - t_fetch
-            if self.limit_batches is not None and n_batches >= self.limit_batches:
-                break
+        iterator = iter(batches)
+        batch = self._next_batch(iterator, 0, result)
+        while batch is not None:
             batch = move_to_device(batch, self.device)
             optimizer.zero_grad(set_to_none=True)
             out = method.loss(batch)
@@ -591,11 +599,14 @@ class Trainer:
                 values = {k: float(v.detach()) for k, v in out.items()}
                 self._check_divergence(method, values["loss"], epoch)
             out["loss"].backward()
+            following = None
             if in_group:
                 # the mean over ranks: the gradient of the global batch, and the step's values
-                # (a loss held in shares becomes the global one) in the same all-reduce
-                means = distributed.sync_gradients(params, list(out.values()))
-                values = dict(zip(out, means, strict=True))
+                # (a loss held in shares becomes the global one) in the same all-reduce, while
+                # this rank samples its next batch, which no parameter affects
+                sync = distributed.GradientSync(params, list(out.values()))
+                following = self._next_batch(iterator, n_batches + 1, result)
+                values = dict(zip(out, sync.wait(), strict=True))
                 self._check_divergence(method, values["loss"], epoch)
             if self.grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(method.parameters(), self.grad_clip)
@@ -609,7 +620,7 @@ class Trainer:
             for cb in self.callbacks:
                 cb.on_train_batch_end(self, method, values, n_batches)
             n_batches += 1
-            t_fetch = time.perf_counter()
+            batch = following if in_group else self._next_batch(iterator, n_batches, result)
         batches.close()
         result.num_batches += n_batches
         result.loop_seconds += time.perf_counter() - t0

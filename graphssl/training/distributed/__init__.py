@@ -70,6 +70,7 @@ from graphssl.training.distributed.sharding import (
 )
 from graphssl.training.distributed.spawn import launch
 from graphssl.training.distributed.sync import (
+    GradientSync,
     broadcast_object,
     broadcast_parameters,
     broadcast_state,
@@ -80,6 +81,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "ClusterRanks",
     "GatheredBatchNorm",
+    "GradientSync",
     "RankFailedError",
     "ShardedBatchSampler",
     "all_reduce_mean",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -12,7 +12,13 @@ from torch import nn
 
 from graphssl.methods.collective import comm_device, rank, world_size
 
-__all__ = ["broadcast_object", "broadcast_parameters", "broadcast_state", "sync_gradients"]
+__all__ = [
+    "GradientSync",
+    "broadcast_object",
+    "broadcast_parameters",
+    "broadcast_state",
+    "sync_gradients",
+]
 
 T = TypeVar("T")
 
@@ -62,6 +68,50 @@ def broadcast_parameters(module: nn.Module, src: int = 0) -> nn.Module:
     return module
 
 
+class GradientSync:
+    """The average over ranks of a step's gradients and values (:func:`sync_gradients`),
+    started by the constructor and finished by :meth:`wait`: what a rank does in between (such
+    as sampling its next batch, which no parameter affects) runs while the ranks exchange the
+    gradients and the slower one catches up."""
+
+    def __init__(
+        self, parameters: Sequence[nn.Parameter], values: Sequence[float | torch.Tensor] = ()
+    ) -> None:
+        self.params = list(parameters)
+        self.numbers = [
+            float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for v in values
+        ]
+        self.world = world_size()
+        self.work: Any = None
+        if self.world == 1:
+            return
+        dtype = self.params[0].dtype if self.params else torch.float64
+        device = self.params[0].device if self.params else comm_device()
+        self.flat = torch.cat(
+            [
+                *(
+                    (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).to(dtype)
+                    for p in self.params
+                ),
+                torch.tensor(self.numbers, dtype=dtype, device=device),
+            ]
+        )
+        self.work = dist.all_reduce(self.flat, op=dist.ReduceOp.SUM, async_op=True)
+
+    def wait(self) -> list[float]:
+        """Set every parameter's ``.grad`` to its mean over ranks; return the values' means."""
+        if self.work is None:
+            return self.numbers
+        self.work.wait()
+        flat = self.flat / self.world
+        offset = 0
+        for p in self.params:
+            n = p.numel()
+            p.grad = flat[offset : offset + n].view_as(p).to(p.dtype).clone()
+            offset += n
+        return flat[offset:].double().tolist()  # type: ignore[no-any-return]
+
+
 def sync_gradients(
     parameters: Sequence[nn.Parameter], values: Sequence[float | torch.Tensor] = ()
 ) -> list[float]:
@@ -72,30 +122,7 @@ def sync_gradients(
     collective of its own to agree on them: the result is their mean over ranks, which is the
     global value both for a loss every rank computes whole (:func:`gather_rows`) and for one a
     rank holds its share of (:func:`global_mean` with a known count). Without a group, the
-    gradients stay as they are and ``values`` come back as floats.
+    gradients stay as they are and ``values`` come back as floats. :class:`GradientSync`
+    starts the same exchange and lets the caller work before collecting it.
     """
-    world = world_size()
-    numbers = [float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for v in values]
-    if world == 1:
-        return numbers
-    params = list(parameters)
-    dtype = params[0].dtype if params else torch.float64
-    flat = torch.cat(
-        [
-            *(
-                (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).to(dtype)
-                for p in params
-            ),
-            torch.tensor(
-                numbers, dtype=dtype, device=params[0].device if params else comm_device()
-            ),
-        ]
-    )
-    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-    flat /= world
-    offset = 0
-    for p in params:
-        n = p.numel()
-        p.grad = flat[offset : offset + n].view_as(p).to(p.dtype).clone()
-        offset += n
-    return flat[offset:].double().tolist()  # type: ignore[no-any-return]
+    return GradientSync(parameters, values).wait()
