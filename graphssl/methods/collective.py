@@ -99,9 +99,7 @@ class _GatherRows(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
         # every rank computed its part of the global loss from the gathered rows: the gradient
         # of this rank's rows is the sum of what each rank's backward sends them
-        total = grad.contiguous().clone()
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
-        return total[ctx.start : ctx.start + ctx.rows], None
+        return _summed_over_ranks(grad)[ctx.start : ctx.start + ctx.rows], None
 
 
 @overload
@@ -197,21 +195,11 @@ def _gather_all(tensors: tuple[Tensor, ...]) -> tuple[tuple[Tensor, ...], list[i
     ), sizes
 
 
-class _AllReduceSum(torch.autograd.Function):
-    """Sum over ranks with gradient: every rank uses the same sum, so the gradient of each
-    rank's input is the sum of every rank's gradient of the result."""
-
-    @staticmethod
-    def forward(ctx: Any, local: Tensor) -> Tensor:
-        total = local.detach().contiguous().clone()
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
-        return total
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> Tensor:
-        total = grad.contiguous().clone()
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
-        return total
+def _summed_over_ranks(tensor: Tensor) -> Tensor:
+    """A new tensor: ``tensor`` summed over ranks (one blocking all-reduce)."""
+    total = tensor.contiguous().clone()
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    return total
 
 
 def all_reduce_sum(local: Tensor) -> Tensor:
@@ -219,15 +207,16 @@ def all_reduce_sum(local: Tensor) -> Tensor:
 
     Every rank gets the same sum. A rank's gradient of ``local`` collects every rank's gradient
     of the sum, so the trainer's average of the parameter gradients is the gradient of one
-    process holding the whole batch (as for :func:`gather_rows`).
+    process holding the whole batch (as for :func:`gather_rows`). :class:`PendingSum` starts
+    the same sum and collects it later.
     """
-    if world_size() == 1:
-        return local
-    return _AllReduceSum.apply(local)  # type: ignore[no-any-return]
+    return PendingSum(local).wait()
 
 
 class _SummedElsewhere(torch.autograd.Function):
-    """``total`` (``local`` already summed over ranks) with :class:`_AllReduceSum`'s gradient."""
+    """``total`` (``local`` already summed over ranks), with the gradient of a sum over ranks:
+    every rank uses the same sum, so the gradient of each rank's ``local`` is the sum of every
+    rank's gradient of ``total``."""
 
     @staticmethod
     def forward(ctx: Any, local: Tensor, total: Tensor) -> Tensor:
@@ -235,9 +224,7 @@ class _SummedElsewhere(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
-        total = grad.contiguous().clone()
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
-        return total, None
+        return _summed_over_ranks(grad), None
 
 
 class PendingSum:
