@@ -95,6 +95,11 @@ class SSLMethod(nn.Module):
     #: why the method is not exact on several processes, for the refusal's message (``""``:
     #: its loss has not been converted)
     not_distributed_because: str = ""
+    #: hops of message passing the loss adds after the encoder (GraphMAE's decoder: 1). A
+    #: mini-batch that samples them too (one fanout per encoder layer, then one per decoder
+    #: hop) gives every row the loss reads its whole sampled neighbourhood, so a seed's loss
+    #: does not depend on which other seeds share its batch; several processes need that
+    decoder_hops: int = 0
 
     def __init__(
         self,

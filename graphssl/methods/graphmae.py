@@ -12,8 +12,15 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GATConv, GCNConv
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
+from graphssl.methods.collective import global_mean
 from graphssl.models.encode import encode
 from graphssl.models.encoders import GNNEncoder, dgl_gat_init_, sampled_hops
+
+
+def scaled_cosine_error_terms(x_rec: Tensor, x: Tensor, gamma: float = 2.0) -> Tensor:
+    """Each row's term ``(1 - cos(x_rec_i, x_i))^γ`` of :func:`scaled_cosine_error`, ``(M,)``."""
+    cos = (F.normalize(x_rec, dim=-1) * F.normalize(x, dim=-1)).sum(dim=-1)
+    return (1 - cos).pow(gamma)
 
 
 def scaled_cosine_error(x_rec: Tensor, x: Tensor, gamma: float = 2.0) -> Tensor:
@@ -21,8 +28,7 @@ def scaled_cosine_error(x_rec: Tensor, x: Tensor, gamma: float = 2.0) -> Tensor:
 
     ``γ >= 1`` down-weights rows that are already well reconstructed.
     """
-    cos = (F.normalize(x_rec, dim=-1) * F.normalize(x, dim=-1)).sum(dim=-1)
-    return (1 - cos).pow(gamma).mean()
+    return scaled_cosine_error_terms(x_rec, x, gamma).mean()
 
 
 def _in_channels(encoder: nn.Module) -> int:
@@ -52,7 +58,12 @@ class GraphMAE(SSLMethod):
 
     In mini-batches (``NeighborLoader``), nodes are masked over the whole sampled subgraph, the
     seed nodes and the other sampled nodes each at ``mask_rate``, and the loss covers the masked
-    seed nodes only (the other sampled nodes lack part of their neighbourhood).
+    seed nodes only (the other sampled nodes lack part of their neighbourhood). The decoder
+    rebuilds a seed from its neighbours' codes: with one fanout per encoder layer those codes
+    see one hop less than the seeds' own; a batch that samples one hop more
+    (:attr:`decoder_hops`, e.g. ``num_neighbors=[10, 10, 10]`` for a two-layer encoder) encodes
+    them from their whole sampled neighbourhood, so that a seed's loss does not depend on the
+    other seeds of its batch. Several processes (``trainer.devices > 1``) sample that hop.
 
     Args:
         encoder: GNN mapping ``(x, edge_index)`` to ``(N, D)`` (the paper: GAT, 4 heads).
@@ -121,13 +132,9 @@ class GraphMAE(SSLMethod):
         self.feat_drop = feat_drop
 
     forward_encoder = "encoder"  # forward() is encode(self.encoder, batch)
-    not_distributed_because = (
-        "in mini-batches a seed's reconstruction reads the codes of its neighbours, and a "
-        "neighbour that is not itself a seed of the batch is encoded from the part of its "
-        "neighbourhood the batch sampled: which other seeds share the batch changes each "
-        "seed's loss, so the processes' slices of a global batch would not give the step of "
-        "one process on the global batch"
-    )
+    # the masked seeds' errors, averaged over processes; exact once the decoder's hop is sampled
+    supports_distributed = True
+    decoder_hops = 1
 
     def encoders(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
@@ -209,4 +216,5 @@ class GraphMAE(SSLMethod):
             code = code.index_fill(0, masked, 0.0)  # re-mask
             recon = self.decoder(F.dropout(code, self.feat_drop, self.training), batch.edge_index)
         x_rec, x = recon[loss_nodes], batch.x[loss_nodes]
-        return {"loss": scaled_cosine_error(x_rec, x, self.gamma)}
+        # the mean over every process's masked seeds (one process: scaled_cosine_error)
+        return {"loss": global_mean(scaled_cosine_error_terms(x_rec, x, self.gamma))}

@@ -108,9 +108,15 @@ class GNNEncoder(nn.Module):
         by the layers that do not need them (the output may then have fewer rows than ``x``).
         ``output_hops=k`` keeps the rows within ``k`` hops of the seeds instead (for a layer that
         follows the encoder, such as GraphMAE's decoder); rows beyond the seeds see their
-        neighbourhood only as far as the batch sampled it."""
+        neighbourhood only as far as the batch sampled it, whole when the batch sampled ``k``
+        hops more than the encoder has layers."""
         hops = trim_hops(
-            self.num_hops, x, edge_index, num_sampled_nodes_per_hop, num_sampled_edges_per_hop
+            self.num_hops,
+            x,
+            edge_index,
+            num_sampled_nodes_per_hop,
+            num_sampled_edges_per_hop,
+            keep=output_hops,
         )
         if hops is None:
             h = self._sparse_forward(x, edge_index)
@@ -276,11 +282,13 @@ def trim_hops(
     edge_index: Tensor,
     num_sampled_nodes_per_hop: Sequence[int] | None,
     num_sampled_edges_per_hop: Sequence[int] | None,
+    keep: int = 0,
 ) -> tuple[list[int], list[int]] | None:
     """The per-hop counts an ``num_layers``-layer encoder trims with, or ``None`` for no trim.
 
-    Hops beyond ``num_layers`` cannot reach the seeds and are cut; with fewer hops than layers
-    (or no counts) nothing is trimmed.
+    Hops beyond ``num_layers + keep`` cannot reach the seeds, nor the rows within ``keep`` hops
+    of them that the encoder keeps, and are cut; with fewer hops than layers (or no counts)
+    nothing is trimmed.
 
     Raises:
         ValueError: for counts given for nodes but not edges (or the reverse), or counts that do
@@ -304,7 +312,8 @@ def trim_hops(
         )
     if len(edges) < num_layers or num_layers == 0:
         return None
-    return nodes[: num_layers + 1], edges[:num_layers]
+    depth = min(len(edges), num_layers + keep)
+    return nodes[: depth + 1], edges[:depth]
 
 
 def _rows(x: Tensor, n: int) -> Tensor:
@@ -468,7 +477,12 @@ class GCNEncoder(GNNEncoder):
         output_hops: int = 0,
     ) -> Tensor:
         hops = trim_hops(
-            self.num_hops, x, edge_index, num_sampled_nodes_per_hop, num_sampled_edges_per_hop
+            self.num_hops,
+            x,
+            edge_index,
+            num_sampled_nodes_per_hop,
+            num_sampled_edges_per_hop,
+            keep=output_hops,
         )
         # The whole batch is normalised and put in CSR form; trimming then multiplies row blocks
         # of it (see _trimmed), so the seed rows match the untrimmed forward exactly.

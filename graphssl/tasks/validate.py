@@ -3,7 +3,8 @@ datamodule and training, so a mistake costs seconds and never a trained run.
 
 Checked here: every probe of ``eval.probes`` names an importable ``_target_`` that builds an
 object with ``evaluate``; mini-batch fanouts (``trainer.num_neighbors``,
-``eval.extraction.num_neighbors``) have one entry per message-passing layer of the encoder;
+``eval.extraction.num_neighbors``) have one entry per message-passing layer of the encoder
+(training may add one per hop of a method's decoder, and must on several processes);
 ``eval.extraction.mode`` is one of the extraction modes and agrees with ``mini_batch``;
 ``trainer.devices > 1`` asks for a method exact over several processes and, on one graph,
 mini-batches; integers lie in a range the code can use (``trainer.epochs`` at most 10^7, any
@@ -179,15 +180,35 @@ def _check_fanouts(cfg: DictConfig) -> None:
     sampled = extraction.get("mini_batch") or extraction.get("mode") == "mini_batch"
     if sampled and extraction.get("num_neighbors") is not None:
         checks.append(("eval.extraction.num_neighbors", extraction.get("num_neighbors")))
+    method = _target_class(cfg.get("model"))
+    decoder = int(getattr(method, "decoder_hops", 0) or 0)
+    world = int(trainer.get("devices", 1) or 1) * int(trainer.get("num_nodes", 1) or 1)
     for key, fanouts in checks:
         if isinstance(fanouts, str | int) or not hasattr(fanouts, "__iter__"):
             continue  # not a list: the sampler names the type where it is used
         values = list(fanouts)
-        if len(values) != depth:
+        # training may also sample the hops of a decoder that passes messages (GraphMAE's)
+        hops = (depth, depth + decoder) if decoder and key == "trainer.num_neighbors" else (depth,)
+        if world > 1 and len(hops) == 2 and len(values) == depth:
+            raise ConfigError(
+                f"{key}={values} samples {depth} hop(s), but {method.__name__} "  # type: ignore[union-attr]
+                f"on {world} processes needs {depth + decoder}: one per layer of its encoder "
+                f"(encoder.num_layers={depth}) and of its decoder ({decoder}), so that a seed's "
+                f"loss does not depend on the seeds the other processes hold; expected e.g. "
+                f"{values + values[-1:] * decoder}, or null"
+            )
+        if len(values) not in hops:
+            extra = (
+                f", or {depth + decoder} to also sample the decoder's hop "
+                f"(e.g. {[10] * (depth + decoder)})"
+                if len(hops) == 2
+                else ""
+            )
             raise ConfigError(
                 f"{key}={values} samples {len(values)} hop(s), but the encoder "
                 f"(encoder.num_layers={depth}) has {depth} message-passing layer(s); expected "
-                f"one fanout per layer, e.g. {[10] * depth} (or {[-1] * depth} for all neighbours)"
+                f"one fanout per layer, e.g. {[10] * depth} (or {[-1] * depth} for all "
+                f"neighbours){extra}"
             )
 
 

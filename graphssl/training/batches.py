@@ -22,7 +22,13 @@ from graphssl.data.sampler import TorchNeighborSampler, epoch_seed, set_loader_e
 from graphssl.methods.base import SSLMethod
 from graphssl.training import distributed
 
-__all__ = ["DEFAULT_NEIGHBORS_PER_HOP", "RANK_SEED_STRIDE", "EpochBatches", "default_fanout"]
+__all__ = [
+    "DEFAULT_NEIGHBORS_PER_HOP",
+    "RANK_SEED_STRIDE",
+    "EpochBatches",
+    "default_fanout",
+    "encoder_hops",
+]
 
 #: offset between the neighbour-sampling seeds of ranks, so each rank draws its own neighbours
 RANK_SEED_STRIDE = 1_000_000_007
@@ -30,14 +36,22 @@ RANK_SEED_STRIDE = 1_000_000_007
 DEFAULT_NEIGHBORS_PER_HOP = 10
 
 
-def default_fanout(method: SSLMethod) -> list[int]:
-    """``[10] * depth``: one hop per message-passing layer of the method's first encoder that
-    declares ``num_hops`` (two hops when none does)."""
+def encoder_hops(method: SSLMethod) -> int:
+    """Message-passing layers of the method's first encoder that declares ``num_hops`` (two
+    when none does)."""
     for encoder in method.encoders().values():
         hops = getattr(encoder, "num_hops", None)
         if isinstance(hops, int) and hops > 0:
-            return [DEFAULT_NEIGHBORS_PER_HOP] * hops
-    return [DEFAULT_NEIGHBORS_PER_HOP] * 2
+            return hops
+    return 2
+
+
+def default_fanout(method: SSLMethod, decoder: bool = False) -> list[int]:
+    """``[10] * depth``: one hop per message-passing layer of the method's encoder
+    (:func:`encoder_hops`), and with ``decoder`` one more per hop of its decoder
+    (:attr:`~graphssl.methods.base.SSLMethod.decoder_hops`)."""
+    depth = encoder_hops(method) + (method.decoder_hops if decoder else 0)
+    return [DEFAULT_NEIGHBORS_PER_HOP] * depth
 
 
 class EpochBatches:
@@ -46,7 +60,8 @@ class EpochBatches:
     Args:
         mini_batch: neighbour-sampled mini-batches of the one graph.
         batch_size: seed nodes per mini-batch (per rank in a process group).
-        num_neighbors: fanout per hop; ``None``: :func:`default_fanout` of the method.
+        num_neighbors: fanout per hop; ``None``: :func:`default_fanout` of the method (in a
+            process group with its decoder's hops).
         limit_batches: at most this many steps an epoch (``None``: all).
     """
 
@@ -88,7 +103,8 @@ class EpochBatches:
         world, me = distributed.world_size(), distributed.rank()
         if self.mini_batch:
             if self._train_loader is None or self._train_loader[0] is not datamodule:
-                fanout = self.num_neighbors or default_fanout(method)
+                # the decoder's hops too: a seed's loss must not depend on the other seeds
+                fanout = self.num_neighbors or default_fanout(method, decoder=True)
                 loader = datamodule.neighbor_loader(fanout, self.batch_size, shuffle=False)
                 sampler = getattr(loader, "node_sampler", None)
                 if isinstance(sampler, TorchNeighborSampler):  # each rank its own draws

@@ -27,7 +27,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from graphssl.data.base import DataModule
 from graphssl.methods.base import SSLMethod
 from graphssl.training import distributed
-from graphssl.training.batches import EpochBatches
+from graphssl.training.batches import EpochBatches, encoder_hops
 from graphssl.training.checkpoint import capture_rng, restore_rng
 from graphssl.training.checkpoint import save_checkpoint as write_checkpoint
 from graphssl.training.compile import compile_encoders, compile_problem, restore_eager
@@ -482,6 +482,15 @@ class Trainer:
                 f"trainer.devices={self.devices} with full-batch training on the one graph of "
                 f"{datamodule.name!r} would repeat the same step on every process; set "
                 f"trainer.mini_batch=true to shard the seed nodes across processes"
+            )
+        fanout, depth = self.num_neighbors, encoder_hops(method)
+        if self.mini_batch and fanout is not None and len(fanout) < depth + method.decoder_hops:
+            raise ValueError(
+                f"trainer.num_neighbors={fanout} samples {len(fanout)} hop(s), but {name} on "
+                f"several processes needs {depth + method.decoder_hops}: one per layer of its "
+                f"encoder ({depth}) and of its decoder ({method.decoder_hops}), so that a "
+                f"seed's loss does not depend on the seeds the other processes hold; set e.g. "
+                f"trainer.num_neighbors={fanout + fanout[-1:] * method.decoder_hops} or null"
             )
 
     # ------------------------------------------------------------------ fit

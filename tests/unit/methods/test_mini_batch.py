@@ -30,7 +30,7 @@ LOSS_FUNCTIONS = {
     "grace": "info_nce",
     "bgrl": "bootstrap_cosine",
     "afgrl": "afgrl_positives",
-    "graphmae": "scaled_cosine_error",
+    "graphmae": "scaled_cosine_error_terms",
     "cca_ssg": "cca_ssg_loss",
     "graph_dino": "dino_cross_entropy_terms",
 }
@@ -185,3 +185,63 @@ def test_graphmae_trimmed_loss_equals_the_whole_batch(encoder: str) -> None:
     full = method.loss(whole)["loss"]
     assert rows == [BATCH_SIZE, batch.num_nodes]  # the decoder wrote the seeds alone
     torch.testing.assert_close(trimmed, full, atol=1e-5, rtol=1e-5)
+
+
+class _MaskedByNodeId(GraphMAE):
+    """GraphMAE whose masked rows are the nodes ``table`` marks, looked up by the global node id
+    of each row (``ids``), so that a node is masked or not whichever batch holds it."""
+
+    table: Tensor
+    ids: Tensor
+
+    def mask_features(self, x: Tensor, num_seeds: int | None = None) -> tuple[Tensor, Tensor]:
+        masked = self.table[self.ids].nonzero().view(-1)  # ascending: the masked seeds first
+        out = x.clone()
+        out[masked] = self.mask_token.to(x.dtype).expand(masked.numel(), -1)
+        return out, masked
+
+
+@pytest.mark.parametrize("encoder", ["sage", "gat"])
+def test_graphmae_with_the_decoder_hop_sampled_rebuilds_seeds_as_the_whole_graph(
+    encoder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every neighbour sampled and one hop more than the encoder's layers, each masked seed's
+    error is the one it has in a full-graph step with the same masks (so it does not depend on
+    the other seeds of its batch); with one hop per encoder layer it is not."""
+    import graphssl.methods.graphmae as graphmae
+
+    cfg = sbm_config("graphmae", f"encoder={encoder}", "encoder.hidden_channels=16")
+    seed_everything(0)
+    dm = build_datamodule(cfg)
+    built = build_method(cfg, dm)
+    method = _MaskedByNodeId(built.encoder, mask_rate=0.5, replace_rate=0.0).double().eval()
+    data = dm.data.clone()
+    data.x = data.x.double()
+    method.table = torch.rand(data.num_nodes, generator=torch.Generator().manual_seed(3)) < 0.5
+    terms: list[Tensor] = []
+
+    def spy(x_rec: Tensor, x: Tensor, gamma: float = 2.0) -> Tensor:
+        terms.append(graphmae_terms(x_rec, x, gamma).detach())
+        return terms[-1]
+
+    graphmae_terms = graphmae.scaled_cosine_error_terms
+    monkeypatch.setattr(graphmae, "scaled_cosine_error_terms", spy)
+    method.ids = torch.arange(data.num_nodes)
+    with torch.no_grad():
+        method.loss(data)
+    whole = dict(zip(method.table.nonzero().view(-1).tolist(), terms.pop().tolist(), strict=True))
+
+    def seed_errors(fanout: list[int]) -> dict[int, float]:
+        batch = next(iter(dm.neighbor_loader(fanout, 64, shuffle=False)))
+        batch.x = batch.x.double()
+        method.ids = batch.n_id
+        with torch.no_grad():
+            method.loss(batch)
+        masked_seeds = method.table[batch.n_id[:64]].nonzero().view(-1)
+        return dict(zip(batch.n_id[masked_seeds].tolist(), terms.pop().tolist(), strict=True))
+
+    exact = seed_errors([-1, -1, -1])
+    assert len(exact) > 10
+    assert exact == pytest.approx({n: whole[n] for n in exact}, abs=1e-9)
+    short = seed_errors([-1, -1])
+    assert max(abs(short[n] - whole[n]) for n in short) > 1e-4

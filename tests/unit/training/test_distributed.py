@@ -367,6 +367,7 @@ BUILDERS: dict[str, tuple[str, Callable[[], SSLMethod]]] = {
         lambda: DINO(_TinyBackbone(), _sgd(), 16, 8, 4, momentum=0.9, norm_last_layer=False),
     ),
     "supervised": ("image", lambda: Supervised(_TinyBackbone(), _sgd(), num_classes=3)),
+    "graphmae": ("node", lambda: KeyedGraphMAE(11)),
     "grace_detached": (
         "node",
         lambda: DetachedGRACE(_sage(), _sgd(), KeyedNodeMask(1), KeyedNodeMask(2), 4),
@@ -374,6 +375,8 @@ BUILDERS: dict[str, tuple[str, Callable[[], SSLMethod]]] = {
     "dgi_detached_summary": ("node", _detached_summary_dgi),
 }
 SUPPORTED = [name for name in BUILDERS if name not in ("grace_detached", "dgi_detached_summary")]
+#: every neighbour, one hop per encoder layer, and GraphMAE's decoder hop
+FANOUTS = {"graphmae": [-1, -1, -1]}
 
 
 class _StepLosses(Callback):
@@ -406,7 +409,7 @@ def _fit(name: str, world: int, steps: int = STEPS) -> dict[str, Any]:
     trainer = Trainer(
         epochs=1,
         mini_batch=kind == "node",
-        num_neighbors=[-1, -1],
+        num_neighbors=FANOUTS.get(name, [-1, -1]),
         batch_size=per_rank,
         limit_batches=steps,
         devices=world,
@@ -593,37 +596,49 @@ def test_batchnorm_over_ranks_equals_one_process_on_the_global_batch(
     assert float(one["far"].std()) > 0.5  # normalised, not collapsed by rounding
 
 
-def test_graphmae_losses_depend_on_the_other_seeds_of_their_batch(
+def test_graphmae_losses_depend_on_the_other_seeds_without_the_decoder_hop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Why GraphMAE is refused on several processes: with the same masks and whole sampled
-    neighbourhoods, the seeds' reconstruction errors differ between one batch of 8 seeds and
-    its two halves, as two processes would hold them."""
+    """Why several processes sample GraphMAE's decoder hop: with the same masks and one hop per
+    encoder layer, the seeds' reconstruction errors differ between one batch of 8 seeds and its
+    two halves, as two processes would hold them; with the decoder's hop sampled they agree."""
     import graphssl.methods.graphmae as graphmae
 
     recorded: list[Tensor] = []
+    terms = graphmae.scaled_cosine_error_terms
 
     def per_row(x_rec: Tensor, x: Tensor, gamma: float = 2.0) -> Tensor:
-        cos = torch.nn.functional.cosine_similarity(x_rec, x, dim=-1)
-        recorded.append((1 - cos).pow(gamma).detach())
-        return recorded[-1].mean()
+        recorded.append(terms(x_rec, x, gamma).detach())
+        return recorded[-1]
 
-    monkeypatch.setattr(graphmae, "scaled_cosine_error", per_row)
+    monkeypatch.setattr(graphmae, "scaled_cosine_error_terms", per_row)
     torch.manual_seed(0)
     method = KeyedGraphMAE(12).double().eval()
-    loader = _node_data().neighbor_loader([-1, -1], 8, shuffle=False)
     seeds = torch.arange(8)
-    errors = []
-    for parts in ([seeds], [seeds[:4], seeds[4:]]):
-        recorded.clear()
-        for part in parts:
-            method.calls = 0  # the same mask table for every batch
-            (batch,) = distributed.neighbor_batches(loader, [part])
-            method.loss(batch)
-        errors.append(torch.cat(recorded))
-    whole, halves = errors
-    assert whole.shape == halves.shape and whole.numel() > 0  # the same masked seeds
-    assert (whole - halves).abs().max() > 1e-3
+    gaps = []
+    for fanout in ([-1, -1], [-1, -1, -1]):
+        loader = _node_data().neighbor_loader(fanout, 8, shuffle=False)
+        errors = []
+        for parts in ([seeds], [seeds[:4], seeds[4:]]):
+            recorded.clear()
+            for part in parts:
+                method.calls = 0  # the same mask table for every batch
+                (batch,) = distributed.neighbor_batches(loader, [part])
+                method.loss(batch)
+            errors.append(torch.cat(recorded))
+        whole, halves = errors
+        assert whole.shape == halves.shape and whole.numel() > 0  # the same masked seeds
+        gaps.append(float((whole - halves).abs().max()))
+    assert gaps[0] > 1e-3 and gaps[1] < 1e-12
+
+
+def test_graphmae_in_a_process_group_refuses_batches_without_the_decoder_hop() -> None:
+    torch.manual_seed(0)
+    method = KeyedGraphMAE(13).double()
+    trainer = Trainer(epochs=1, mini_batch=True, num_neighbors=[-1, -1], batch_size=8)
+    with _group_of_one(), pytest.raises(ValueError, match=r"samples 2 hop\(s\), but KeyedGraphMAE"):
+        trainer.fit(method, _node_data())
+    assert trainer.global_step == 0
 
 
 def test_gather_rows_without_a_group_is_the_identity() -> None:
@@ -884,9 +899,28 @@ def test_configs_that_cannot_run_on_several_processes_are_refused(
         r".*hydra\.launcher\.nodes=2 hydra\.launcher\.tasks_per_node=2",
     ):
         prepare_train_config(_train_cfg(outputs_dir, "trainer.num_nodes=2"))
-    mae = _train_cfg(outputs_dir, model="graphmae")
-    with pytest.raises(ConfigError, match=r"GraphMAE does not train.*reconstruction reads"):
-        prepare_train_config(mae)
+    # GraphMAE's decoder hop must be sampled: given or left to the default
+    short = _train_cfg(outputs_dir, "trainer.num_neighbors=[5,5]", model="graphmae")
+    with pytest.raises(
+        ConfigError,
+        match=r"trainer\.num_neighbors=\[5, 5\] samples 2 hop\(s\), but GraphMAE on 2 processes "
+        r"needs 3.*its decoder \(1\).*expected e\.g\. \[5, 5, 5\], or null",
+    ):
+        prepare_train_config(short)
+    for fanout in ("[5,5,5]", "null"):
+        mae = _train_cfg(outputs_dir, f"trainer.num_neighbors={fanout}", model="graphmae")
+        assert prepare_train_config(mae).trainer.devices == 2
+    # one process may sample the decoder's hop or not, and nothing more
+    for fanout in ("[5,5]", "[5,5,5]"):
+        mae = _train_cfg(
+            outputs_dir, "trainer.devices=1", f"trainer.num_neighbors={fanout}", model="graphmae"
+        )
+        assert prepare_train_config(mae).trainer.devices == 1
+    deep = _train_cfg(
+        outputs_dir, "trainer.devices=1", "trainer.num_neighbors=[5,5,5,5]", model="graphmae"
+    )
+    with pytest.raises(ConfigError, match=r"samples 4 hop\(s\).*or 3 to also sample the decoder"):
+        prepare_train_config(deep)
     assert prepare_train_config(_train_cfg(outputs_dir)).trainer.devices == 2
 
 
