@@ -48,10 +48,9 @@ splits by CPU time: the ranks' extra CPU over their share of the processes' at o
 collectives' own work, reading the graph from shared memory) and the time a rank spends off the
 CPU, blocked in a collective until the slower rank arrives.
 
-GraphMAE is not benchmarked with ``D > 1``: graphssl refuses it on several processes (a seed's
-reconstruction reads its neighbours' codes, so the slices of a global batch do not give the
-global batch's step; docs/distributed.md, "Methods across processes"). DGI, GRACE, BGRL and
-CCA-SSG train on several processes.
+GraphMAE's batches sample one hop more than its encoder has layers (its decoder's; default
+fanout ``10 5 5`` on ``synthetic_large``) in every configuration, as several processes need
+(docs/distributed.md, "Methods across processes"), so that all of them train the same steps.
 
 Usage::
 
@@ -724,6 +723,16 @@ def prepare(args: argparse.Namespace) -> None:
     print(f"graph: {int(dm.data.num_nodes):,} nodes, {int(dm.data.num_edges):,} edges", flush=True)
 
 
+def decoder_hops(method: str) -> int:
+    """The hops of message passing that ``conf/model/<method>.yaml``'s method adds after its
+    encoder (GraphMAE's decoder: 1), which several processes sample too."""
+    from hydra.utils import get_class
+    from omegaconf import OmegaConf
+
+    target = OmegaConf.load(REPO / "conf" / "model" / f"{method}.yaml")["_target_"]
+    return int(getattr(get_class(target), "decoder_hops", 0))
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line, with the dataset's defaults filled in and ``configs`` parsed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -751,7 +760,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         nargs="+",
         default=None,
-        help="default: 10 10; 10 5 on synthetic_large",
+        help="default: 10 10; 10 5 on synthetic_large; and the last again per decoder hop "
+        "(GraphMAE: 10 5 5)",
     )
     parser.add_argument("--hidden", type=int, default=None)
     parser.add_argument(
@@ -787,7 +797,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     large = args.dataset == "synthetic_large"
     args.batch = args.batch or (1024 if large else 512)
-    args.fanout = args.fanout or ([10, 5] if large else [10, 10])
+    if args.fanout is None:  # one hop per encoder layer, and one per hop of a decoder
+        base = [10, 5] if large else [10, 10]
+        args.fanout = base + base[-1:] * decoder_hops(args.method)
     args.epochs = args.epochs or (4 if args.max_batches is None else 2)
     args.cache_dir = args.cache_dir.resolve()
     if args.epochs < 2:
