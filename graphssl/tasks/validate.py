@@ -181,7 +181,7 @@ def _check_fanouts(cfg: DictConfig) -> None:
     if sampled and extraction.get("num_neighbors") is not None:
         checks.append(("eval.extraction.num_neighbors", extraction.get("num_neighbors")))
     method = _target_class(cfg.get("model"))
-    decoder = int(getattr(method, "decoder_hops", 0) or 0)
+    decoder, name = int(getattr(method, "decoder_hops", 0) or 0), getattr(method, "__name__", "")
     world = int(trainer.get("devices", 1) or 1) * int(trainer.get("num_nodes", 1) or 1)
     for key, fanouts in checks:
         if isinstance(fanouts, str | int) or not hasattr(fanouts, "__iter__"):
@@ -191,8 +191,8 @@ def _check_fanouts(cfg: DictConfig) -> None:
         hops = (depth, depth + decoder) if decoder and key == "trainer.num_neighbors" else (depth,)
         if world > 1 and len(hops) == 2 and len(values) == depth:
             raise ConfigError(
-                f"{key}={values} samples {depth} hop(s), but {method.__name__} "  # type: ignore[union-attr]
-                f"on {world} processes needs {depth + decoder}: one per layer of its encoder "
+                f"{key}={values} samples {depth} hop(s), but {name} on {world} processes "
+                f"needs {depth + decoder}: one per layer of its encoder "
                 f"(encoder.num_layers={depth}) and of its decoder ({decoder}), so that a seed's "
                 f"loss does not depend on the seeds the other processes hold; expected e.g. "
                 f"{values + values[-1:] * decoder}, or null"
