@@ -213,29 +213,72 @@ def all_reduce_sum(local: Tensor) -> Tensor:
     return PendingSum(local).wait()
 
 
-class _SummedElsewhere(torch.autograd.Function):
-    """``total`` (``local`` already summed over ranks), with the gradient of a sum over ranks:
-    every rank uses the same sum, so the gradient of each rank's ``local`` is the sum of every
-    rank's gradient of ``total``."""
+class _GradientSum:
+    """The sum over ranks of a :class:`PendingSum`'s gradient, between the autograd node that
+    starts it (:class:`_SummedElsewhere`) and the one that collects it (:class:`_AwaitSum`)."""
+
+    def __init__(self) -> None:
+        self.work: Any = None
+        self.total: Tensor | None = None
+
+    def start(self, grad: Tensor) -> Tensor:
+        self.total = grad.contiguous().clone()
+        self.work = dist.all_reduce(self.total, op=dist.ReduceOp.SUM, async_op=True)
+        return self.total
+
+    def wait(self) -> Tensor:
+        assert self.work is not None and self.total is not None
+        self.work.wait()
+        total, self.work, self.total = self.total, None, None
+        return total
+
+
+class _AwaitSum(torch.autograd.Function):
+    """``local`` unchanged; backward: collects the sum over ranks that :class:`_SummedElsewhere`
+    started for it. Created before the work a :class:`PendingSum` overlaps, this node runs
+    after that work's backward (autograd runs the later-created of two ready nodes first), so
+    the gradient's sum travels meanwhile."""
 
     @staticmethod
-    def forward(ctx: Any, local: Tensor, total: Tensor) -> Tensor:
-        return total
+    def forward(ctx: Any, local: Tensor, pending: _GradientSum) -> Tensor:
+        ctx.pending = pending
+        return local.view_as(local)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
-        return _summed_over_ranks(grad), None
+        # `grad` is the buffer being summed (this node's output has one consumer): read the
+        # buffer only once the sum has arrived
+        return ctx.pending.wait(), None
+
+
+class _SummedElsewhere(torch.autograd.Function):
+    """``total`` (``local`` already summed over ranks), with the gradient of a sum over ranks:
+    every rank uses the same sum, so the gradient of each rank's ``local`` is the sum of every
+    rank's gradient of ``total``, started here and collected by :class:`_AwaitSum`."""
+
+    @staticmethod
+    def forward(ctx: Any, local: Tensor, total: Tensor, pending: _GradientSum) -> Tensor:
+        ctx.pending = pending
+        return total
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
+        return ctx.pending.start(grad), None, None
 
 
 class PendingSum:
     """:func:`all_reduce_sum` of ``local`` started now and collected by :meth:`wait`, so the
     work in between (another encoder pass) runs while the ranks exchange the numbers and the
-    slower rank catches up. Without a group :meth:`wait` returns ``local`` itself."""
+    slower rank catches up. The backward overlaps the same way: the gradient's sum over ranks
+    starts when the sum's gradient is known and is collected when ``local``'s is needed, after
+    the backward of the work in between. Without a group :meth:`wait` returns ``local`` itself."""
 
     def __init__(self, local: Tensor) -> None:
         self.local = local
         self.work: Any = None
         if world_size() > 1:
+            self.pending = _GradientSum()
+            self.local = _AwaitSum.apply(local, self.pending)
             self.total = local.detach().contiguous().clone()
             self.work = dist.all_reduce(self.total, op=dist.ReduceOp.SUM, async_op=True)
 
@@ -244,7 +287,7 @@ class PendingSum:
         if self.work is None:
             return self.local
         self.work.wait()
-        return _SummedElsewhere.apply(self.local, self.total)  # type: ignore[no-any-return]
+        return _SummedElsewhere.apply(self.local, self.total, self.pending)  # type: ignore[no-any-return]
 
 
 def global_mean(values: Tensor, count: Tensor | float | None = None) -> Tensor:

@@ -12,7 +12,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GATConv, GCNConv
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
-from graphssl.methods.collective import global_mean
+from graphssl.methods.collective import PendingSum, global_mean
 from graphssl.models.encode import encode
 from graphssl.models.encoders import GNNEncoder, dgl_gat_init_, sampled_hops
 
@@ -185,6 +185,8 @@ class GraphMAE(SSLMethod):
         x_masked, masked = self.mask_features(batch.x, num_seeds)
         # the loss covers the masked seed nodes only in mini-batches
         loss_nodes = masked if num_seeds is None else masked[masked < num_seeds]
+        # their number over every process, summed while this process encodes and decodes
+        count = PendingSum(torch.tensor([float(loss_nodes.numel())], device=batch.x.device))
         corrupted = copy.copy(batch)
         corrupted.x = F.dropout(x_masked, self.feat_drop, self.training)
         hops = sampled_hops(batch) if num_seeds is not None else None
@@ -217,4 +219,5 @@ class GraphMAE(SSLMethod):
             recon = self.decoder(F.dropout(code, self.feat_drop, self.training), batch.edge_index)
         x_rec, x = recon[loss_nodes], batch.x[loss_nodes]
         # the mean over every process's masked seeds (one process: scaled_cosine_error)
-        return {"loss": global_mean(scaled_cosine_error_terms(x_rec, x, self.gamma))}
+        terms = scaled_cosine_error_terms(x_rec, x, self.gamma)
+        return {"loss": global_mean(terms, count=count.wait()[0])}

@@ -452,7 +452,7 @@ def _collective_counts() -> dict[str, int]:
     fits of 2 and 1 steps) and in a :class:`GatheredBatchNorm`'s forward and backward."""
     world = collective.world_size()
     counts = {}
-    for name in ("dgi", "grace", "graph_dino"):
+    for name in ("dgi", "grace", "graph_dino", "graphmae"):
         with _counting_collectives() as one_step:
             _fit(name, world, steps=1)
         with _counting_collectives() as two_steps:
@@ -465,11 +465,48 @@ def _collective_counts() -> dict[str, int]:
     return counts | {"batchnorm": len(batchnorm)}
 
 
+def _dgi_backward_order() -> list[str]:
+    """A DGI step's backward on this rank, in order: where its summary's gradient starts its
+    sum over ranks, where the corrupted branch's backward ends (the gradient reaches the
+    corrupted features) and where the sum is collected."""
+    events: list[str] = []
+    torch.manual_seed(0)
+    method = _dgi().double()
+    shuffle = method.corruption
+
+    def corruption(x: Tensor, edge_index: Tensor) -> Tensor:
+        out = shuffle(x, edge_index).requires_grad_()
+        out.register_hook(lambda grad: events.append("corrupted branch done"))
+        return out
+
+    method.corruption = corruption  # type: ignore[assignment]
+    start, wait = collective._GradientSum.start, collective._GradientSum.wait
+
+    def logged(name: str, call: Callable[..., Tensor]) -> Callable[..., Tensor]:
+        def run(self: Any, *args: Any) -> Tensor:
+            events.append(name)
+            return call(self, *args)
+
+        return run
+
+    world, me = collective.world_size(), collective.rank()
+    loader = _node_data().neighbor_loader([-1, -1], 8, shuffle=False)
+    (batch,) = distributed.neighbor_batches(loader, [torch.arange(8).chunk(world)[me]])
+    collective._GradientSum.start = logged("sum started", start)  # type: ignore[method-assign]
+    collective._GradientSum.wait = logged("sum collected", wait)  # type: ignore[method-assign]
+    try:
+        method.loss(batch)["loss"].backward()
+    finally:
+        collective._GradientSum.start, collective._GradientSum.wait = start, wait  # type: ignore[method-assign]
+    return events
+
+
 def _fit_all(world: int) -> dict[str, dict[str, Any]]:
     checks = {
         "global_mean": _global_mean_check(),
         "batchnorm": _batchnorm_check(),
         "collectives": _collective_counts(),
+        "dgi_backward": _dgi_backward_order(),
     }
     return {name: _fit(name, world) for name in BUILDERS} | checks
 
@@ -556,12 +593,23 @@ def test_a_step_waits_for_the_other_ranks_as_few_times_as_it_must(runs: dict[str
     (its loss mean needs no collective); GRACE: both views' row counts and rows in one gather,
     their gradient, the gradients; GraphDINO: its heads' two BatchNorm layers on each view
     (forward and backward for the student's two views, forward for the teacher's: 12), the
-    teacher's sums for the centre and the gradients, and no rows; BatchNorm: its statistics,
-    then their gradient."""
-    none = {"dgi_step": 0, "grace_step": 0, "graph_dino_step": 0, "batchnorm": 0}
-    assert runs["one"]["collectives"] == none
+    teacher's sums for the centre and the gradients, and no rows; GraphMAE: its masked seeds'
+    count (summed while it encodes) and the gradients; BatchNorm: its statistics, then their
+    gradient."""
+    steps = ("dgi_step", "grace_step", "graph_dino_step", "graphmae_step", "batchnorm")
+    assert runs["one"]["collectives"] == dict.fromkeys(steps, 0)
     for result in (runs["two"]["collectives"], runs["rank1"]["collectives"]):
-        assert result == {"dgi_step": 3, "grace_step": 4, "graph_dino_step": 14, "batchnorm": 2}
+        assert result == dict(zip(steps, (3, 4, 14, 2, 2), strict=True))
+
+
+def test_dgi_sums_its_summary_gradient_while_the_corrupted_branch_backpropagates(
+    runs: dict[str, Any],
+) -> None:
+    """The sum over ranks of the summary's gradient starts before the corrupted graph's encoder
+    backpropagates and is collected after: the ranks exchange it while they work."""
+    assert runs["one"]["dgi_backward"] == ["corrupted branch done"]  # no group: no sum
+    overlapped = ["sum started", "corrupted branch done", "sum collected"]
+    assert runs["two"]["dgi_backward"] == runs["rank1"]["dgi_backward"] == overlapped
 
 
 def test_rows_gathered_together_must_have_the_same_rows_and_dtype() -> None:
