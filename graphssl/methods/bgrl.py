@@ -8,7 +8,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn.inits import reset
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, linear_widths
-from graphssl.methods.collective import global_mean, world_size
+from graphssl.methods.collective import PendingCount, global_mean, world_size
 from graphssl.methods.losses import bootstrap_cosine, bootstrap_cosine_terms
 from graphssl.methods.momentum import MomentumMethod
 from graphssl.models.augment import GraphAugment, edge_and_feature
@@ -85,6 +85,7 @@ class BGRL(MomentumMethod):
     def loss(self, batch: Data) -> dict[str, Tensor]:
         v1, v2 = self.augment1(batch), self.augment2(batch)
         n = int(getattr(batch, "batch_size", batch.num_nodes))
+        rows = PendingCount(n, batch.x.device)  # over every rank, summed while this one encodes
         p1 = self.predictor(encode(self.online, v1, seeds_only=True)[:n])  # seeds only
         p2 = self.predictor(encode(self.online, v2, seeds_only=True)[:n])
         with torch.no_grad():
@@ -93,7 +94,7 @@ class BGRL(MomentumMethod):
         if world_size() == 1:
             return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
         # on several processes: each row's terms need only its own prediction and target, so
-        # the loss is their mean over the global batch without gathering any rows
-        return {
-            "loss": global_mean(bootstrap_cosine_terms(p1, t2) + bootstrap_cosine_terms(p2, t1))
-        }
+        # the loss is their mean over the global batch (the rows counted above) without
+        # gathering any rows
+        terms = bootstrap_cosine_terms(p1, t2) + bootstrap_cosine_terms(p2, t1)
+        return {"loss": global_mean(terms, count=rows.wait())}

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory
-from graphssl.methods.collective import global_mean, world_size
+from graphssl.methods.collective import PendingCount, global_mean, world_size
 from graphssl.methods.image import ImageSSLMethod, views_of
 from graphssl.methods.losses import bootstrap_cosine, bootstrap_cosine_terms
 from graphssl.methods.momentum import MomentumMethod
@@ -63,6 +63,7 @@ class BYOL(MomentumMethod, ImageSSLMethod):
 
     def loss(self, batch: Any) -> dict[str, Tensor]:
         views, _ = views_of(batch, min_views=2)
+        rows = PendingCount(views[0].shape[0], views[0].device)  # summed while this rank encodes
         h1, h2 = self._encode_views(self.backbone, views[:2])
         p1, p2 = self.predictor(self.projector(torch.cat([h1, h2]))).chunk(2)
         with torch.no_grad():
@@ -71,7 +72,7 @@ class BYOL(MomentumMethod, ImageSSLMethod):
         if world_size() == 1:
             return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
         # on several processes: each row's terms need only its own prediction and target, so
-        # the loss is their mean over the global batch without gathering any rows
-        return {
-            "loss": global_mean(bootstrap_cosine_terms(p1, t2) + bootstrap_cosine_terms(p2, t1))
-        }
+        # the loss is their mean over the global batch (the rows counted above) without
+        # gathering any rows
+        terms = bootstrap_cosine_terms(p1, t2) + bootstrap_cosine_terms(p2, t1)
+        return {"loss": global_mean(terms, count=rows.wait())}

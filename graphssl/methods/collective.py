@@ -34,6 +34,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 __all__ = [
+    "PendingCount",
     "PendingSum",
     "all_reduce_mean",
     "all_reduce_sum",
@@ -290,6 +291,19 @@ class PendingSum:
         return _SummedElsewhere.apply(self.local, self.total, self.pending)  # type: ignore[no-any-return]
 
 
+class PendingCount(PendingSum):
+    """A number of rows summed over ranks, started now and collected by :meth:`wait` as a 0-d
+    tensor: the ``count`` of :func:`global_mean` for a loss that knows its rows before the work
+    that computes their terms, so the ranks exchange it meanwhile. Without a group :meth:`wait`
+    is ``rows`` itself."""
+
+    def __init__(self, rows: int, device: torch.device | str | None = None) -> None:
+        super().__init__(torch.tensor([float(rows)], dtype=torch.float64, device=device))
+
+    def wait(self) -> Tensor:
+        return super().wait()[0]
+
+
 def global_mean(values: Tensor, count: Tensor | float | None = None) -> Tensor:
     """The mean of ``values`` over every rank's values, as a loss each rank backpropagates.
 
@@ -307,6 +321,7 @@ def global_mean(values: Tensor, count: Tensor | float | None = None) -> Tensor:
         return values.mean()
     local = values.sum()
     if count is not None:
+        count = count.to(local.dtype) if isinstance(count, Tensor) else count
         return local * (world_size() / count)
     totals = torch.stack([local.detach(), local.new_tensor(float(values.numel()))])
     totals = totals.to(comm_device())

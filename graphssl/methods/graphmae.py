@@ -12,7 +12,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GATConv, GCNConv
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod
-from graphssl.methods.collective import PendingSum, global_mean
+from graphssl.methods.collective import PendingCount, global_mean
 from graphssl.models.encode import encode
 from graphssl.models.encoders import GNNEncoder, dgl_gat_init_, sampled_hops
 
@@ -186,7 +186,7 @@ class GraphMAE(SSLMethod):
         # the loss covers the masked seed nodes only in mini-batches
         loss_nodes = masked if num_seeds is None else masked[masked < num_seeds]
         # their number over every process, summed while this process encodes and decodes
-        count = PendingSum(torch.tensor([float(loss_nodes.numel())], device=batch.x.device))
+        count = PendingCount(loss_nodes.numel(), batch.x.device)
         corrupted = copy.copy(batch)
         corrupted.x = F.dropout(x_masked, self.feat_drop, self.training)
         hops = sampled_hops(batch) if num_seeds is not None else None
@@ -220,4 +220,4 @@ class GraphMAE(SSLMethod):
         x_rec, x = recon[loss_nodes], batch.x[loss_nodes]
         # the mean over every process's masked seeds (one process: scaled_cosine_error)
         terms = scaled_cosine_error_terms(x_rec, x, self.gamma)
-        return {"loss": global_mean(terms, count=count.wait()[0])}
+        return {"loss": global_mean(terms, count=count.wait())}

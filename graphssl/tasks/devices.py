@@ -43,7 +43,7 @@ from graphssl.methods.base import SSLMethod
 from graphssl.tasks.components import build_datamodule, build_method
 from graphssl.training import distributed
 from graphssl.training.trainer import FitResult, Trainer
-from graphssl.utils import seed_everything, system_allocator
+from graphssl.utils import allocator, seed_everything, system_allocator
 
 __all__ = [
     "DevicesFit",
@@ -255,7 +255,13 @@ def _rank_worker(
     method = build_method(cfg, dm)
     device = distributed.rank_device(str(cfg.trainer.device), rank)
     trainer = _rank_trainer(cfg, device)
-    return functools.partial(_fit_and_extract, trainer, method, dm, extraction, str(device))
+    return functools.partial(
+        _fit_and_extract, trainer, method, dm, extraction, str(device), _allocator_mode(cfg)
+    )
+
+
+def _allocator_mode(cfg: DictConfig) -> str:
+    return str(cfg.get("cpu_allocator", "reuse"))
 
 
 def _fit_and_extract(
@@ -264,10 +270,15 @@ def _fit_and_extract(
     dm: DataModule,
     extraction: Mapping[str, Any] | None,
     device: str,
+    cpu_allocator: str,
 ) -> None:
-    trainer.fit(method, dm)
-    if extraction is not None:
-        extract_on_ranks(method, dm, extraction, device)
+    """Train, then share the extraction, under the C allocator that rank 0's train task sets
+    (``cpu_allocator``): without it a rank page-faults its large activations back in at
+    every step and runs slower than rank 0, which then waits for it."""
+    with allocator(cpu_allocator):
+        trainer.fit(method, dm)
+        if extraction is not None:
+            extract_on_ranks(method, dm, extraction, device)
 
 
 def train_as_task(
@@ -287,7 +298,9 @@ def train_as_task(
     device = distributed.task_device(str(cfg.trainer.device), ranks.local_rank)
     trainer = _rank_trainer(cfg, device)
     distributed.join_tasks(
-        functools.partial(_fit_and_extract, trainer, method, dm, extraction, str(device)),
+        functools.partial(
+            _fit_and_extract, trainer, method, dm, extraction, str(device), _allocator_mode(cfg)
+        ),
         ranks,
         device=str(cfg.trainer.device),
         timeout_s=trainer.dist_timeout_s,

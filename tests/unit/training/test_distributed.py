@@ -53,7 +53,7 @@ from graphssl.methods.simclr import SimCLR
 from graphssl.methods.supervised import Supervised
 from graphssl.models.encode import encode
 from graphssl.models.encoders import GINEncoder, SAGEEncoder
-from graphssl.training import distributed
+from graphssl.training import batches, distributed
 from graphssl.training.distributed.batchnorm import swap_batchnorm
 from graphssl.training.trainer import Callback, Trainer
 
@@ -689,6 +689,20 @@ def test_graphmae_in_a_process_group_refuses_batches_without_the_decoder_hop() -
     assert trainer.global_step == 0
 
 
+def test_a_process_group_samples_the_decoder_hops_by_default() -> None:
+    """``trainer.num_neighbors=null``: one hop per encoder layer in one process, and GraphMAE's
+    decoder hop too in a process group."""
+    torch.manual_seed(0)
+    mae = KeyedGraphMAE(14)
+    assert batches.default_fanout(mae) == [10, 10]
+    assert batches.default_fanout(mae, decoder=True) == [10, 10, 10]
+    assert batches.default_fanout(_dgi(), decoder=True) == [10, 10]
+    alone = next(iter(batches.EpochBatches(True, 8)(_node_data(), mae, 0)))
+    with _group_of_one():
+        grouped = next(iter(batches.EpochBatches(True, 8)(_node_data(), mae, 0)))
+    assert len(alone.num_sampled_nodes) == 3 and len(grouped.num_sampled_nodes) == 4
+
+
 def test_gather_rows_without_a_group_is_the_identity() -> None:
     z = torch.randn(3, 2, requires_grad=True)
     assert collective.gather_rows(z) is z and collective.world_size() == 1
@@ -1040,6 +1054,13 @@ def test_spawned_ranks_adopt_rank_0s_shared_sampler_index(
     rank_dm = fit.args[2]
     assert isinstance(rank_dm, DataModule) and rank_dm is not dm
     assert rank_dm.sampler_index() is index
+    # it trains under the C allocator of the config, as rank 0's train task does
+    from graphssl import utils
+
+    during: list[bool] = []
+    monkeypatch.setattr(fit.args[0], "fit", lambda *a: during.append(utils._reuse_in_force))
+    fit()
+    assert during == [True] and not utils._reuse_in_force
     loader = rank_dm.neighbor_loader([5, 5], 16, shuffle=False)
     rank_sampler = loader.node_sampler  # type: ignore[attr-defined]
     assert rank_sampler.row.data_ptr() == index.row.data_ptr()
