@@ -187,29 +187,37 @@ def _check_fanouts(cfg: DictConfig) -> None:
         if isinstance(fanouts, str | int) or not hasattr(fanouts, "__iter__"):
             continue  # not a list: the sampler names the type where it is used
         values = list(fanouts)
-        # training may also sample the hops of a decoder that passes messages (GraphMAE's)
-        hops = (depth, depth + decoder) if decoder and key == "trainer.num_neighbors" else (depth,)
-        if world > 1 and len(hops) == 2 and len(values) == depth:
+        # training may also sample the hops of a decoder that passes messages (GraphMAE's),
+        # and must on several processes
+        decoded = decoder > 0 and key == "trainer.num_neighbors"
+        allowed = {depth}
+        if decoded:
+            allowed = {depth + decoder} if world > 1 else {depth, depth + decoder}
+        if len(values) in allowed:
+            continue
+        if decoded and world > 1:
+            example = (
+                values + values[-1:] * decoder if len(values) == depth else [10] * (depth + decoder)
+            )
             raise ConfigError(
-                f"{key}={values} samples {depth} hop(s), but {name} on {world} processes "
+                f"{key}={values} samples {len(values)} hop(s), but {name} on {world} processes "
                 f"needs {depth + decoder}: one per layer of its encoder "
                 f"(encoder.num_layers={depth}) and of its decoder ({decoder}), so that a seed's "
                 f"loss does not depend on the seeds the other processes hold; expected e.g. "
-                f"{values + values[-1:] * decoder}, or null"
+                f"{example}, or null"
             )
-        if len(values) not in hops:
-            extra = (
-                f", or {depth + decoder} to also sample the decoder's hop "
-                f"(e.g. {[10] * (depth + decoder)})"
-                if len(hops) == 2
-                else ""
-            )
-            raise ConfigError(
-                f"{key}={values} samples {len(values)} hop(s), but the encoder "
-                f"(encoder.num_layers={depth}) has {depth} message-passing layer(s); expected "
-                f"one fanout per layer, e.g. {[10] * depth} (or {[-1] * depth} for all "
-                f"neighbours){extra}"
-            )
+        extra = (
+            f", or {depth + decoder} to also sample the decoder's hop "
+            f"(e.g. {[10] * (depth + decoder)})"
+            if decoded
+            else ""
+        )
+        raise ConfigError(
+            f"{key}={values} samples {len(values)} hop(s), but the encoder "
+            f"(encoder.num_layers={depth}) has {depth} message-passing layer(s); expected "
+            f"one fanout per layer, e.g. {[10] * depth} (or {[-1] * depth} for all "
+            f"neighbours){extra}"
+        )
 
 
 def _check_extraction_mode(cfg: DictConfig) -> None:

@@ -969,6 +969,9 @@ def test_configs_that_cannot_run_on_several_processes_are_refused(
         r"needs 3.*its decoder \(1\).*expected e\.g\. \[5, 5, 5\], or null",
     ):
         prepare_train_config(short)
+    one_hop = _train_cfg(outputs_dir, "trainer.num_neighbors=[5]", model="graphmae")
+    with pytest.raises(ConfigError, match=r"samples 1 hop\(s\).*needs 3.*e\.g\. \[10, 10, 10\]"):
+        prepare_train_config(one_hop)
     for fanout in ("[5,5,5]", "null"):
         mae = _train_cfg(outputs_dir, f"trainer.num_neighbors={fanout}", model="graphmae")
         assert prepare_train_config(mae).trainer.devices == 2
