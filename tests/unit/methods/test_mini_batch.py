@@ -219,12 +219,12 @@ def test_graphmae_with_the_decoder_hop_sampled_rebuilds_seeds_as_the_whole_graph
     data.x = data.x.double()
     method.table = torch.rand(data.num_nodes, generator=torch.Generator().manual_seed(3)) < 0.5
     terms: list[Tensor] = []
+    graphmae_terms = graphmae.scaled_cosine_error_terms
 
     def spy(x_rec: Tensor, x: Tensor, gamma: float = 2.0) -> Tensor:
         terms.append(graphmae_terms(x_rec, x, gamma).detach())
         return terms[-1]
 
-    graphmae_terms = graphmae.scaled_cosine_error_terms
     monkeypatch.setattr(graphmae, "scaled_cosine_error_terms", spy)
     method.ids = torch.arange(data.num_nodes)
     with torch.no_grad():
