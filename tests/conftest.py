@@ -88,6 +88,22 @@ def load_benchmark() -> Iterator[Callable[[str], ModuleType]]:
         sys.modules.pop(name, None)
 
 
+@pytest.fixture
+def graphmae_errors(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Each GraphMAE loss's per-row errors, in order (``scaled_cosine_error_terms`` recorded)."""
+    import graphssl.methods.graphmae as graphmae
+
+    recorded: list[Any] = []
+    terms = graphmae.scaled_cosine_error_terms
+
+    def record(x_rec: Any, x: Any, gamma: float = 2.0) -> Any:
+        recorded.append(terms(x_rec, x, gamma).detach())
+        return recorded[-1]
+
+    monkeypatch.setattr(graphmae, "scaled_cosine_error_terms", record)
+    return recorded
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The real offline datasets (skips the test when they are absent)."""

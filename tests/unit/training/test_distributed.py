@@ -645,21 +645,12 @@ def test_batchnorm_over_ranks_equals_one_process_on_the_global_batch(
 
 
 def test_graphmae_losses_depend_on_the_other_seeds_without_the_decoder_hop(
-    monkeypatch: pytest.MonkeyPatch,
+    graphmae_errors: list[Tensor],
 ) -> None:
     """Why several processes sample GraphMAE's decoder hop: with the same masks and one hop per
     encoder layer, the seeds' reconstruction errors differ between one batch of 8 seeds and its
     two halves, as two processes would hold them; with the decoder's hop sampled they agree."""
-    import graphssl.methods.graphmae as graphmae
-
-    recorded: list[Tensor] = []
-    terms = graphmae.scaled_cosine_error_terms
-
-    def per_row(x_rec: Tensor, x: Tensor, gamma: float = 2.0) -> Tensor:
-        recorded.append(terms(x_rec, x, gamma).detach())
-        return recorded[-1]
-
-    monkeypatch.setattr(graphmae, "scaled_cosine_error_terms", per_row)
+    recorded = graphmae_errors
     torch.manual_seed(0)
     method = KeyedGraphMAE(12).double().eval()
     seeds = torch.arange(8)
