@@ -15,7 +15,9 @@ A loss that is a mean of per-row terms over the global batch needs no rows from 
 :func:`global_mean` gives each rank its share of the mean (one all-reduce of two numbers, or
 none when the global count is known), and
 :func:`all_reduce_sum` sums a statistic over ranks with gradient (DGI's summary vector), so such
-losses move a few numbers per step instead of every rank's rows.
+losses move a few numbers per step instead of every rank's rows. A loss computed from such sums
+alone (CCA-SSG's correlation matrices) uses :func:`shared_sum`, whose backward needs no
+collective.
 
 Without a process group (or with one rank) every function here returns its input unchanged (the
 mean of ``values`` for :func:`global_mean`), so the methods call them unconditionally. They live
@@ -45,6 +47,7 @@ __all__ = [
     "global_row_mean",
     "is_distributed",
     "rank",
+    "shared_sum",
     "world_size",
 ]
 
@@ -212,6 +215,37 @@ def all_reduce_sum(local: Tensor) -> Tensor:
     the same sum and collects it later.
     """
     return PendingSum(local).wait()
+
+
+class _SharedSum(torch.autograd.Function):
+    """The sum of ``local`` over ranks; backward: ``W`` times this rank's gradient of the sum,
+    which is every rank's (see :func:`shared_sum`)."""
+
+    @staticmethod
+    def forward(ctx: Any, local: Tensor) -> Tensor:
+        total = local.detach().to(comm_device(), copy=True).contiguous()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        return total.to(local.device)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        return grad * dist.get_world_size()
+
+
+def shared_sum(local: Tensor) -> Tensor:
+    """The sum of ``local`` over ranks, with gradient, for a loss that every rank computes
+    from the sum alone, so that its value is the same on every rank (CCA-SSG's correlation
+    matrices); ``local`` itself without a group.
+
+    Every rank's gradient of the sum is then the same, and the sum over ranks that
+    :func:`all_reduce_sum`'s backward exchanges is ``W`` times this rank's: the backward
+    multiplies instead, and a step waits for the other ranks once (in the forward) instead of
+    twice. A loss that also adds terms of this rank's own rows to the sum's must use
+    :func:`all_reduce_sum`.
+    """
+    if world_size() == 1:
+        return local
+    return _SharedSum.apply(local)  # type: ignore[no-any-return]
 
 
 class _GradientSum:

@@ -16,7 +16,9 @@ process group:
 * averages the gradients over ranks after each backward (:func:`sync_gradients`); a loss that
   compares rows with each other gathers every rank's rows with gradient (:func:`gather_rows`),
   one that averages per-row terms takes its rank's share of the global mean
-  (:func:`global_mean`), so each step equals one step of one process on the whole global batch.
+  (:func:`global_mean`), one computed from statistics of the batch sums them over ranks
+  (:func:`all_reduce_sum`, :func:`shared_sum`), so each step equals one step of one process
+  on the whole global batch.
 
 Every collective carries the process group's timeout (``trainer.dist_timeout_s``), a guard
 against hangs; a rank that dies closes its sockets and the others fail at their next collective
@@ -38,6 +40,7 @@ from graphssl.methods.collective import (
     global_mean,
     is_distributed,
     rank,
+    shared_sum,
     world_size,
 )
 from graphssl.training.distributed.batchnorm import (
@@ -107,6 +110,7 @@ __all__ = [
     "rank_device",
     "revert_sync_batchnorm",
     "shard",
+    "shared_sum",
     "sync_gradients",
     "task_device",
     "threads_per_rank",

@@ -5,11 +5,17 @@ from __future__ import annotations
 import functools
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 from graphssl.methods.afgrl import afgrl_positives, kmeans
-from graphssl.methods.cca_ssg import cca_ssg_loss, standardize
+from graphssl.methods.cca_ssg import (
+    cca_ssg_loss,
+    cca_ssg_loss_from_sums,
+    cca_ssg_statistics,
+    standardize,
+)
 from graphssl.methods.graphmae import GraphMAE, scaled_cosine_error
 from graphssl.methods.losses import dino_cross_entropy
 from graphssl.models.encoders import GCNEncoder
@@ -29,6 +35,26 @@ def test_cca_ssg_loss_known_answers() -> None:
     # standardized columns: zero mean, unit (unbiased) std
     assert torch.allclose(z.mean(0), torch.zeros(4), atol=1e-6)
     assert torch.allclose(z.std(0), torch.ones(4), atol=1e-4)
+
+
+@pytest.mark.parametrize("parts", [[13], [4, 9], [0, 5, 8], [3, 3, 3, 4]])
+def test_cca_ssg_loss_from_every_process_sums_equals_the_loss_on_all_rows(
+    parts: list[int],
+) -> None:
+    """Rows split between processes unevenly (one with none): the loss from the summed
+    statistics and its gradient equal those of the loss on all rows, even with column means
+    far from zero against their spread."""
+    torch.manual_seed(0)
+    h1 = (torch.randn(13, 6, dtype=torch.float64) * 0.5 + 40).requires_grad_()
+    h2 = (torch.randn(13, 6, dtype=torch.float64) + h1.detach()).requires_grad_()
+    expected = cca_ssg_loss(standardize(h1), standardize(h2), lambd=0.1)
+    grads = torch.autograd.grad(expected[0], (h1, h2))
+    pairs = zip(h1.split(parts), h2.split(parts), strict=True)
+    sums = sum(cca_ssg_statistics(a, b, r, len(parts)) for r, (a, b) in enumerate(pairs))
+    got = cca_ssg_loss_from_sums(sums, 6, len(parts), lambd=0.1)
+    assert torch.stack(got).tolist() == pytest.approx(torch.stack(expected).tolist(), abs=1e-9)
+    for g, e in zip(torch.autograd.grad(got[0], (h1, h2)), grads, strict=True):
+        assert torch.allclose(g, e, atol=1e-9)
 
 
 def test_scaled_cosine_error() -> None:

@@ -452,7 +452,7 @@ def _collective_counts() -> dict[str, int]:
     fits of 2 and 1 steps) and in a :class:`GatheredBatchNorm`'s forward and backward."""
     world = collective.world_size()
     counts = {}
-    for name in ("dgi", "grace", "graph_dino", "graphmae"):
+    for name in ("dgi", "grace", "graph_dino", "graphmae", "cca_ssg"):
         with _counting_collectives() as one_step:
             _fit(name, world, steps=1)
         with _counting_collectives() as two_steps:
@@ -594,12 +594,20 @@ def test_a_step_waits_for_the_other_ranks_as_few_times_as_it_must(runs: dict[str
     their gradient, the gradients; GraphDINO: its heads' two BatchNorm layers on each view
     (forward and backward for the student's two views, forward for the teacher's: 12), the
     teacher's sums for the centre and the gradients, and no rows; GraphMAE: its masked seeds'
-    count (summed while it encodes) and the gradients; BatchNorm: its statistics, then their
-    gradient."""
-    steps = ("dgi_step", "grace_step", "graph_dino_step", "graphmae_step", "batchnorm")
+    count (summed while it encodes) and the gradients; CCA-SSG: its views' statistics (every
+    rank computes the same loss from them, so their gradient needs no exchange) and the
+    gradients; BatchNorm: its statistics, then their gradient."""
+    steps = (
+        "dgi_step",
+        "grace_step",
+        "graph_dino_step",
+        "graphmae_step",
+        "cca_ssg_step",
+        "batchnorm",
+    )
     assert runs["one"]["collectives"] == dict.fromkeys(steps, 0)
     for result in (runs["two"]["collectives"], runs["rank1"]["collectives"]):
-        assert result == dict(zip(steps, (3, 4, 14, 2, 2), strict=True))
+        assert result == dict(zip(steps, (3, 4, 14, 2, 2, 2), strict=True))
 
 
 def test_dgi_sums_its_summary_gradient_while_the_corrupted_branch_backpropagates(
