@@ -86,11 +86,13 @@ class BGRL(MomentumMethod):
         v1, v2 = self.augment1(batch), self.augment2(batch)
         n = int(getattr(batch, "batch_size", batch.num_nodes))
         rows = PendingCount(n, batch.x.device)  # over every rank, summed while this one encodes
-        p1 = self.predictor(encode(self.online, v1, seeds_only=True)[:n])  # seeds only
-        p2 = self.predictor(encode(self.online, v2, seeds_only=True)[:n])
-        with torch.no_grad():
-            t1 = encode(self.target, v1, seeds_only=True)[:n]
-            t2 = encode(self.target, v2, seeds_only=True)[:n]
+        h1 = encode(self.online, v1, seeds_only=True)[:n]  # seeds only
+        h2 = encode(self.online, v2, seeds_only=True)[:n]
+        # on several processes the predictor's BatchNorm statistics of both views are exchanged
+        # while the target encodes them
+        (p1, p2), targets = self.predictor.views([h1, h2], lambda: self._targets(v1, v2, n))
+        assert targets is not None
+        t1, t2 = targets
         if world_size() == 1:
             return {"loss": bootstrap_cosine(p1, t2) + bootstrap_cosine(p2, t1)}
         # on several processes: each row's terms need only its own prediction and target, so
@@ -98,3 +100,11 @@ class BGRL(MomentumMethod):
         # gathering any rows
         terms = bootstrap_cosine_terms(p1, t2) + bootstrap_cosine_terms(p2, t1)
         return {"loss": global_mean(terms, count=rows.wait())}
+
+    @torch.no_grad()
+    def _targets(self, v1: Data, v2: Data, n: int) -> tuple[Tensor, Tensor]:
+        """The target encoder's seed embeddings of both views, without a graph for backward."""
+        return (
+            encode(self.target, v1, seeds_only=True)[:n],
+            encode(self.target, v2, seeds_only=True)[:n],
+        )

@@ -49,8 +49,8 @@ class GraphDINO(MomentumMethod):
     #: ``encoders()`` names the teacher and the student only
     names_encoder = False
     teacher: nn.Module  # set by add_target
-    teacher_head: nn.Module
-    supports_distributed = True  # the loss covers the global batch (gather_rows)
+    teacher_head: DINOHead  # set by add_target: a copy of student_head
+    supports_distributed = True  # a mean over the global batch; the centre from its sums
 
     def __init__(
         self,
@@ -103,11 +103,18 @@ class GraphDINO(MomentumMethod):
     def loss(self, batch: Data) -> dict[str, Tensor]:
         n = int(getattr(batch, "batch_size", batch.num_nodes))  # seeds only in mini-batches
         views = [self.augment1(batch), self.augment2(batch)]
-        student = [self.student_head(encode(self.student, v, seeds_only=True)[:n]) for v in views]
+        hidden = [encode(self.student, v, seeds_only=True)[:n] for v in views]
+
+        @torch.no_grad()
+        def teacher_codes() -> list[Tensor]:
+            return [encode(self.teacher, v, seeds_only=True)[:n] for v in views]
+
+        # both views through each head at once: on several processes each BatchNorm layer
+        # exchanges both views' statistics together, the first while the teacher encodes
+        student, codes = self.student_head.views(hidden, teacher_codes)
+        assert codes is not None
         with torch.no_grad():
-            teacher = [
-                self.teacher_head(encode(self.teacher, v, seeds_only=True)[:n]) for v in views
-            ]
+            teacher, _ = self.teacher_head.views(codes)
             center: Tensor = self.center  # type: ignore[assignment]
             probs = [F.softmax((t - center) / self.teacher_temp, dim=-1) for t in teacher]
             entropy = torch.stack([-(q * q.clamp_min(1e-12).log()).sum(-1) for q in probs])

@@ -3,13 +3,46 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.parametrizations import weight_norm
 
-__all__ = ["DINOHead", "MLPHead"]
+__all__ = ["DINOHead", "MLPHead", "layers_on_views"]
+
+T = TypeVar("T")
+
+
+def layers_on_views(
+    layers: Iterable[nn.Module], xs: Sequence[Tensor], meanwhile: Callable[[], T] | None = None
+) -> tuple[list[Tensor], T | None]:
+    """Each of ``layers`` in turn on every view in ``xs`` (views of one batch), and what
+    ``meanwhile()`` returns: the outputs, BatchNorm running statistics included, of running
+    ``layers`` on each view in turn, so every view is normalised with its own statistics.
+
+    A BatchNorm whose statistics cover several processes and that can start them for several
+    inputs at once (``start_views``, as the trainer's
+    :class:`~graphssl.training.distributed.GatheredBatchNorm`) exchanges every view's
+    statistics in one collective instead of one per view, and ``meanwhile`` runs during the
+    first such exchange (after the layers, without one).
+    """
+    outs = list(xs)
+    pending, extra = meanwhile, None
+    for layer in layers:
+        start = getattr(layer, "start_views", None)
+        if start is None:
+            outs = [layer(x) for x in outs]
+            continue
+        collect = start(outs)
+        if pending is not None:
+            extra, pending = pending(), None
+        outs = collect()
+    if pending is not None:
+        extra = pending()
+    return outs, extra
 
 
 class MLPHead(nn.Module):
@@ -43,6 +76,13 @@ class MLPHead(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
+
+    def views(
+        self, xs: Sequence[Tensor], meanwhile: Callable[[], T] | None = None
+    ) -> tuple[list[Tensor], T | None]:
+        """The head on each of ``xs`` (views of one batch), as one call per view gives them,
+        and what ``meanwhile()`` returns (see :func:`layers_on_views`)."""
+        return layers_on_views(self.net, xs, meanwhile)
 
 
 class DINOHead(nn.Module):
@@ -122,7 +162,18 @@ class DINOHead(nn.Module):
             nn.init.trunc_normal_(self.prototypes, std=0.02)
 
     def forward(self, x: Tensor) -> Tensor:
-        z = F.normalize(self.mlp(x), dim=-1)
+        return self._scores(self.mlp(x))
+
+    def views(
+        self, xs: Sequence[Tensor], meanwhile: Callable[[], T] | None = None
+    ) -> tuple[list[Tensor], T | None]:
+        """The head on each of ``xs`` (views of one batch), as one call per view gives them,
+        and what ``meanwhile()`` returns (see :func:`layers_on_views`)."""
+        hidden, extra = layers_on_views(self.mlp, xs, meanwhile)
+        return [self._scores(h) for h in hidden], extra
+
+    def _scores(self, hidden: Tensor) -> Tensor:
+        z = F.normalize(hidden, dim=-1)
         if self.last_layer == "weight_norm":
             out: Tensor = self.last(z)
             return out

@@ -3,11 +3,13 @@ cover all ranks (:func:`prepare_method`), and swapped back (:func:`revert_sync_b
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from graphssl.methods.collective import all_reduce_sum, rank, world_size
+from graphssl.methods.collective import PendingSum, rank, world_size
 from graphssl.training.distributed.sync import broadcast_parameters
 
 __all__ = ["GatheredBatchNorm", "prepare_method", "revert_sync_batchnorm", "swap_batchnorm"]
@@ -19,8 +21,9 @@ class GatheredBatchNorm(_BatchNorm):
 
     Each rank computes its rows' per-channel mean and sum of squared deviations in one pass
     (``torch.var_mean``) and puts them, with its row count, in its row of a ``(ranks, 2C + 1)``
-    table that one all-reduce with gradient (:func:`all_reduce_sum`) fills in on every rank:
-    one collective forward and one backward. The global mean and variance are combined from
+    table that one all-reduce with gradient (:class:`~graphssl.methods.collective.PendingSum`)
+    fills in on every rank: one collective forward and one backward (for all the views of a
+    batch at once with :meth:`start_views`). The global mean and variance are combined from
     the table's rows (Chan, Golub and LeVeque's pairwise update, as ``SyncBatchNorm`` combines
     its ranks' statistics), with no cancellation between a large mean and a small variance.
     The running statistics, updated from the same global mean and (unbiased) variance, stay
@@ -37,12 +40,37 @@ class GatheredBatchNorm(_BatchNorm):
             raise ValueError(f"expected an input of 2 or more dimensions, got {input.dim()}D")
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        world = world_size()
-        if not (self.training and world > 1):
+        if not (self.training and world_size() > 1):
             return super().forward(input)
+        return self.start_views([input])()[0]
+
+    def start_views(self, inputs: Sequence[torch.Tensor]) -> Callable[[], list[torch.Tensor]]:
+        """Start normalising several inputs, each with its own statistics over every rank (the
+        views of one batch), as separate calls would, in one exchange; returns the function
+        that collects the exchange and gives the outputs.
+
+        The work done before calling it runs while the ranks exchange the statistics (BGRL's
+        target encoder, through :meth:`~graphssl.models.heads.MLPHead.views`), and the
+        backward exchanges every input's gradient statistics at once too: two collectives for
+        all the views instead of two each. The running statistics are updated once per input,
+        in order, as the separate calls update them. Outside a process group, or in evaluation
+        mode, the outputs are the BatchNorm's of each input, computed when collected.
+        """
+        if not (self.training and world_size() > 1):
+            return lambda: [super(GatheredBatchNorm, self).forward(x) for x in inputs]
+        tables = PendingSum(torch.stack([self._own_row(x) for x in inputs]))
+
+        def collect() -> list[torch.Tensor]:
+            summed = tables.wait()
+            return [self._normalise(x, table) for x, table in zip(inputs, summed, strict=True)]
+
+        return collect
+
+    def _own_row(self, input: torch.Tensor) -> torch.Tensor:
+        """This rank's row of ``input``'s ``(ranks, 2C + 1)`` table (zeros elsewhere): its
+        per-channel mean, sum of squared deviations and row count."""
         self._check_input_dim(input)
         dims = [0, *range(2, input.dim())]  # every dimension but the channels
-        shape = [1, -1] + [1] * (input.dim() - 2)
         channels = input.shape[1]
         rows = input.numel() // max(channels, 1)
         if rows:
@@ -51,7 +79,13 @@ class GatheredBatchNorm(_BatchNorm):
             var_mine = mean_mine = input.new_zeros(channels)
         mine = torch.cat([mean_mine, var_mine * rows, input.new_full((1,), float(rows))])
         blank = mine.new_zeros(mine.shape)
-        table = all_reduce_sum(torch.stack([mine if r == rank() else blank for r in range(world)]))
+        return torch.stack([mine if r == rank() else blank for r in range(world_size())])
+
+    def _normalise(self, input: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        """``input`` normalised with the global statistics of its summed ``table``; updates
+        the running statistics."""
+        shape = [1, -1] + [1] * (input.dim() - 2)
+        channels = input.shape[1]
         means, squares, counts = table.split([channels, channels, 1], dim=1)
         count = counts.sum()
         if float(count) < 2:

@@ -323,6 +323,32 @@ def _batchnorm_check() -> dict[str, Tensor]:
     }
 
 
+def _batchnorm_views_check() -> dict[str, Tensor]:
+    """Two views of this rank's rows (3 on rank 0, 2 on rank 1) through one
+    :meth:`GatheredBatchNorm.start_views` and, with the same weights, through one call each:
+    the outputs, the inputs' gradients and the running statistics of both; and the order of
+    the work in between and of the exchange."""
+    world, me = collective.world_size(), collective.rank()
+    g = torch.Generator().manual_seed(3)
+    views = [torch.randn(5, 4, generator=g, dtype=torch.float64) + k for k in range(2)]
+    c = torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
+    rows = slice(None) if world == 1 else (slice(0, 3) if me == 0 else slice(3, 5))
+    results: dict[str, Tensor] = {}
+    for how in ("views", "calls"):
+        bn = distributed.GatheredBatchNorm(4).double()
+        with torch.no_grad():
+            bn.weight.copy_(torch.tensor([1.5, 0.5, -1.0, 2.0]))
+        xs = [v[rows].clone().requires_grad_() for v in views]
+        outs = bn.start_views(xs)() if how == "views" else [bn(x) for x in xs]
+        per_row = (outs[0] * c[0][rows] + outs[1] * c[1][rows]).sum(dim=1)
+        collective.global_mean(per_row).backward()
+        results[f"{how}_out"] = torch.cat([o.detach() for o in outs])
+        # each rank's gradient carries the world's factor
+        results[f"{how}_grad"] = torch.cat([x.grad / world for x in xs if x.grad is not None])
+        results[f"{how}_running"] = torch.cat([bn.running_mean, bn.running_var])
+    return results
+
+
 def _gather_detached(z: Tensor) -> Tensor:
     parts = [torch.empty_like(z) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, z.detach().contiguous())
@@ -452,7 +478,7 @@ def _collective_counts() -> dict[str, int]:
     fits of 2 and 1 steps) and in a :class:`GatheredBatchNorm`'s forward and backward."""
     world = collective.world_size()
     counts = {}
-    for name in ("dgi", "grace", "graph_dino", "graphmae", "cca_ssg"):
+    for name in ("dgi", "grace", "graph_dino", "graphmae", "cca_ssg", "bgrl"):
         with _counting_collectives() as one_step:
             _fit(name, world, steps=1)
         with _counting_collectives() as two_steps:
@@ -505,6 +531,7 @@ def _fit_all(world: int) -> dict[str, dict[str, Any]]:
     checks = {
         "global_mean": _global_mean_check(),
         "batchnorm": _batchnorm_check(),
+        "batchnorm_views": _batchnorm_views_check(),
         "collectives": _collective_counts(),
         "dgi_backward": _dgi_backward_order(),
     }
@@ -589,25 +616,27 @@ def test_global_mean_is_the_mean_over_ranks_whatever_each_holds(runs: dict[str, 
 
 
 def test_a_step_waits_for_the_other_ranks_as_few_times_as_it_must(runs: dict[str, Any]) -> None:
-    """DGI: the summary's sums and their gradient, then the gradients with the step's values
-    (its loss mean needs no collective); GRACE: both views' row counts and rows in one gather,
-    their gradient, the gradients; GraphDINO: its heads' two BatchNorm layers on each view
-    (forward and backward for the student's two views, forward for the teacher's: 12), the
+    """DGI: the summary's sums and their gradient, then the gradients with the step's values (its
+    loss mean needs no collective); GRACE: both views' row counts and rows in one gather, their
+    gradient, the gradients; GraphDINO: its heads' two BatchNorm layers, each with both views'
+    statistics at once (forward and backward for the student, forward for the teacher: 6), the
     teacher's sums for the centre and the gradients, and no rows; GraphMAE: its masked seeds'
     count (summed while it encodes) and the gradients; CCA-SSG: its views' statistics (every
     rank computes the same loss from them, so their gradient needs no exchange) and the
-    gradients; BatchNorm: its statistics, then their gradient."""
+    gradients; BGRL: its rows' count, its predictor's BatchNorm statistics of both views at once
+    and their gradient, the gradients; BatchNorm: its statistics, then their gradient."""
     steps = (
         "dgi_step",
         "grace_step",
         "graph_dino_step",
         "graphmae_step",
         "cca_ssg_step",
+        "bgrl_step",
         "batchnorm",
     )
     assert runs["one"]["collectives"] == dict.fromkeys(steps, 0)
     for result in (runs["two"]["collectives"], runs["rank1"]["collectives"]):
-        assert result == dict(zip(steps, (3, 4, 14, 2, 2, 2), strict=True))
+        assert result == dict(zip(steps, (3, 4, 8, 2, 2, 4, 2), strict=True))
 
 
 def test_dgi_sums_its_summary_gradient_while_the_corrupted_branch_backpropagates(
@@ -650,6 +679,22 @@ def test_batchnorm_over_ranks_equals_one_process_on_the_global_batch(
     assert torch.allclose(one["far"], far, atol=2e-3)
     assert torch.allclose(torch.cat([two["far"], rank1["far"]]), one["far"], atol=2e-3)
     assert float(one["far"].std()) > 0.5  # normalised, not collapsed by rounding
+
+
+def test_batchnorm_views_in_one_exchange_equal_one_call_each(runs: dict[str, Any]) -> None:
+    """Two views normalised with one exchange give each view's own global statistics: the
+    outputs, input gradients and running statistics of one call per view, on every rank;
+    and on two ranks those of one process holding all the rows."""
+    for result in (runs[k]["batchnorm_views"] for k in ("one", "two", "rank1")):
+        for key in ("out", "grad", "running"):
+            assert torch.allclose(result[f"views_{key}"], result[f"calls_{key}"], atol=1e-12)
+    one, two, rank1 = (runs[k]["batchnorm_views"] for k in ("one", "two", "rank1"))
+    halves = [slice(0, 3), slice(5, 8)], [slice(3, 5), slice(8, 10)]
+    for result, parts in zip((two, rank1), halves, strict=True):
+        for key in ("views_out", "views_grad"):
+            expected = torch.cat([one[key][p] for p in parts])
+            assert torch.allclose(result[key], expected, atol=1e-12), key
+        assert torch.allclose(result["views_running"], one["views_running"], atol=1e-12)
 
 
 def test_graphmae_losses_depend_on_the_other_seeds_without_the_decoder_hop(
