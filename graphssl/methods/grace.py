@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod, linear_widths
-from graphssl.methods.collective import gather_rows_and_own, global_mean, world_size
+from graphssl.methods.collective import PendingSum, gather_rows_and_own, global_mean, world_size
 from graphssl.methods.losses import info_nce, info_nce_terms
 from graphssl.models.augment import GraphAugment, edge_and_feature
 from graphssl.models.encode import encode
@@ -87,5 +89,10 @@ class GRACE(SSLMethod):
         # on several processes: every rank's seeds, so the negatives span the global batch;
         # each rank computes its own seeds' terms, the loss their mean over the global batch
         (z1, z2), mine = gather_rows_and_own(z1, z2)
-        terms = info_nce_terms(z1, z2, self.tau, anchors=mine)
+        terms = info_nce_terms(z1, z2, self.tau, anchors=mine, sum_columns=_start_sum)
         return {"loss": global_mean(terms, count=z1.shape[0])}
+
+
+def _start_sum(local: Tensor) -> Callable[[], Tensor]:
+    """The sum of ``local`` over ranks, with gradient, started now; returns its collector."""
+    return PendingSum(local).wait

@@ -9,7 +9,7 @@ lets tests check each against a naive computation.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -55,15 +55,23 @@ def info_nce(z1: Tensor, z2: Tensor, tau: float = 0.5) -> Tensor:
 
 
 def info_nce_terms(
-    z1: Tensor, z2: Tensor, tau: float = 0.5, anchors: slice | None = None
+    z1: Tensor,
+    z2: Tensor,
+    tau: float = 0.5,
+    anchors: slice | None = None,
+    sum_columns: Callable[[Tensor], Callable[[], Tensor]] | None = None,
 ) -> Tensor:
     """The terms of :func:`info_nce` of the anchor rows ``anchors`` (default: all), each the
     mean of its two directions; their mean over all rows is :func:`info_nce`.
 
-    Every anchor is compared with all ``N`` rows of both views, so an anchor range of ``A``
-    rows costs four ``A x N`` products and exponentials: on several processes each computes
-    its own rows' terms (``2N²`` between two processes) instead of the whole loss each (``3N²``
-    on every process).
+    Every anchor is compared with all ``N`` rows of both views. Without ``sum_columns`` an
+    anchor range of ``A`` rows costs four ``A x N`` products and exponentials. On several
+    processes, each holding its own range of anchors, ``sum_columns`` starts the sum over
+    processes of a length-``N`` vector and returns the function that collects it: the view-2
+    anchors' inter-view sums are then the column sums of the view-1 anchors' inter-view
+    matrix, summed over every process's rows, so each process computes three ``A x N``
+    products (``3N²`` in all over the processes, as :func:`info_nce` in one) and the two
+    intra-view ones while the sums travel.
 
     Returns:
         ``(A,)`` terms.
@@ -71,13 +79,19 @@ def info_nce_terms(
     rows = slice(0, z1.shape[0]) if anchors is None else anchors
     h1, h2 = F.normalize(z1, dim=1), F.normalize(z2, dim=1)
     q1, q2 = h1[rows] / tau, h2[rows] / tau
-    between1, between2 = torch.exp(q1 @ h2.t()), torch.exp(q2 @ h1.t())
+    between1 = torch.exp(q1 @ h2.t())
+    if sum_columns is None:
+        inter2 = torch.exp(q2 @ h1.t()).sum(1)
+    else:
+        collect = sum_columns(between1.sum(0))
     refl1, refl2 = torch.exp(q1 @ h1.t()), torch.exp(q2 @ h2.t())
+    if sum_columns is not None:
+        inter2 = collect()[rows]
     own = torch.arange(refl1.shape[0], device=z1.device)
     cols = own + rows.start
     pos = between1[own, cols]
     denom1 = refl1.sum(1) + between1.sum(1) - refl1[own, cols]
-    denom2 = refl2.sum(1) + between2.sum(1) - refl2[own, cols]
+    denom2 = refl2.sum(1) + inter2 - refl2[own, cols]
     return 0.5 * (-torch.log(pos / denom1) - torch.log(pos / denom2))
 
 

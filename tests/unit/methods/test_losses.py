@@ -78,3 +78,42 @@ def test_the_terms_of_anchor_ranges_make_up_the_whole_loss(whole: Any, terms: An
     torch.testing.assert_close(
         terms(*shuffled, 0.3, anchors=slice(0, 3)), parts[:3], rtol=1e-12, atol=1e-12
     )
+
+
+def test_info_nce_terms_from_column_sums_over_processes_make_up_the_whole_loss() -> None:
+    """Two anchor ranges, as two processes hold them: with ``sum_columns`` each range takes its
+    view-2 anchors' inter-view sums from the column sums of every range's view-1 block, and
+    the terms and their gradient are those of the whole loss."""
+    g = torch.Generator().manual_seed(1)
+    z1 = torch.randn(9, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    z2 = torch.randn(9, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    ranges = (slice(0, 4), slice(4, 9))
+    partial: dict[int, torch.Tensor] = {}
+
+    def record(r: slice) -> Any:
+        def start(local: torch.Tensor) -> Any:
+            partial[r.start] = local
+            return lambda: local
+
+        return start
+
+    for r in ranges:  # each range's own column sums (a process's part of the sum)
+        info_nce_terms(z1, z2, 0.3, anchors=r, sum_columns=record(r))
+
+    def summed(r: slice) -> Any:
+        others = sum(v for k, v in partial.items() if k != r.start)
+        return lambda local: lambda: local + others
+
+    parts = torch.cat(
+        [info_nce_terms(z1, z2, 0.3, anchors=r, sum_columns=summed(r)) for r in ranges]
+    )
+    loss = info_nce(z1, z2, 0.3)
+    torch.testing.assert_close(parts, info_nce_terms(z1, z2, 0.3), rtol=1e-12, atol=1e-12)
+    expected = torch.autograd.grad(loss, (z1, z2))
+    for got, want in zip(torch.autograd.grad(parts.mean(), (z1, z2)), expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    # a range's own sums alone are not the whole sums: the exchange matters
+    alone = torch.cat(
+        [info_nce_terms(z1, z2, 0.3, anchors=r, sum_columns=record(r)) for r in ranges]
+    )
+    assert not torch.allclose(alone, parts)
