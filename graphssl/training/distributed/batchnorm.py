@@ -4,12 +4,14 @@ cover all ranks (:func:`prepare_method`), and swapped back (:func:`revert_sync_b
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from graphssl.methods.collective import PendingSum, rank, world_size
+from graphssl.methods.collective import comm_device, rank, world_size
 from graphssl.training.distributed.sync import broadcast_parameters
 
 __all__ = ["GatheredBatchNorm", "prepare_method", "revert_sync_batchnorm", "swap_batchnorm"]
@@ -19,13 +21,18 @@ class GatheredBatchNorm(_BatchNorm):
     """BatchNorm whose training statistics cover every rank's rows, so each rank normalises
     its own rows exactly as one process normalises the global batch.
 
-    Each rank computes its rows' per-channel mean and sum of squared deviations in one pass
-    (``torch.var_mean``) and puts them, with its row count, in its row of a ``(ranks, 2C + 1)``
-    table that one all-reduce with gradient (:class:`~graphssl.methods.collective.PendingSum`)
-    fills in on every rank: one collective forward and one backward (for all the views of a
-    batch at once with :meth:`start_views`). The global mean and variance are combined from
-    the table's rows (Chan, Golub and LeVeque's pairwise update, as ``SyncBatchNorm`` combines
-    its ranks' statistics), with no cancellation between a large mean and a small variance.
+    Forward: each rank sums its rows' per-channel deviations from one of its rows and their
+    squares, which give its mean and sum of squared deviations, and puts them, with its row
+    count, in its row of a ``(ranks, 2C + 1)`` table that one all-reduce fills in on every
+    rank. The global mean and variance are combined from the table's rows (Chan, Golub and
+    LeVeque's pairwise update, as ``SyncBatchNorm`` combines its ranks' statistics), so a
+    large mean does not cancel a small variance. Backward (:class:`_NormaliseOverRanks`, as
+    ``SyncBatchNorm``'s): each rank sums its rows' output gradient and its product with the
+    normalised input per channel, one all-reduce adds them up over the ranks, and each rank
+    computes its own rows' input gradient from the sums. So one collective forward and one
+    backward, for all the views of a batch at once with :meth:`start_views`, and a few
+    passes over the input, as the fused BatchNorm kernel makes.
+
     The running statistics, updated from the same global mean and (unbiased) variance, stay
     identical on every rank. Works on any device and backend (gloo included, which
     :class:`torch.nn.SyncBatchNorm` does not support; on CUDA :func:`prepare_method` uses
@@ -58,54 +65,62 @@ class GatheredBatchNorm(_BatchNorm):
         """
         if not (self.training and world_size() > 1):
             return lambda: [super(GatheredBatchNorm, self).forward(x) for x in inputs]
-        tables = PendingSum(torch.stack([self._own_row(x) for x in inputs]))
+        for x in inputs:
+            self._check_input_dim(x)
+        with torch.no_grad():
+            tables = torch.stack([self._own_row(x) for x in inputs]).to(comm_device())
+        work = dist.all_reduce(tables, op=dist.ReduceOp.SUM, async_op=True)
 
         def collect() -> list[torch.Tensor]:
-            summed = tables.wait()
-            return [self._normalise(x, table) for x, table in zip(inputs, summed, strict=True)]
+            work.wait()
+            mean, invstd, count = self._global_statistics(tables.to(inputs[0].device), inputs)
+            outs = _NormaliseOverRanks.apply(mean, invstd, count, self.weight, self.bias, *inputs)
+            return list(outs)
 
         return collect
 
     def _own_row(self, input: torch.Tensor) -> torch.Tensor:
         """This rank's row of ``input``'s ``(ranks, 2C + 1)`` table (zeros elsewhere): its
-        per-channel mean, sum of squared deviations and row count."""
-        self._check_input_dim(input)
-        dims = [0, *range(2, input.dim())]  # every dimension but the channels
+        per-channel mean, sum of squared deviations and row count. Deviations are summed from
+        the input's first row, whose distance to the mean is of the order of the spread, so
+        the sums lose no precision to a large mean."""
+        dims = _reduced_dims(input)
         channels = input.shape[1]
         rows = input.numel() // max(channels, 1)
+        mine = input.new_zeros(2 * channels + 1)
         if rows:
-            var_mine, mean_mine = torch.var_mean(input, dims, correction=0)
-        else:  # a rank without rows adds nothing to the sums
-            var_mine = mean_mine = input.new_zeros(channels)
-        mine = torch.cat([mean_mine, var_mine * rows, input.new_full((1,), float(rows))])
-        blank = mine.new_zeros(mine.shape)
-        return torch.stack([mine if r == rank() else blank for r in range(world_size())])
+            shift = input[0].reshape(channels, -1)[:, 0]
+            deviation = input - shift.view(_channel_shape(input))
+            sums = deviation.sum(dims)
+            mine[:channels] = shift + sums / rows
+            mine[channels:-1] = (deviation.square().sum(dims) - sums * sums / rows).clamp_min(0)
+            mine[-1] = rows
+        table = mine.new_zeros(world_size(), mine.numel())
+        table[rank()] = mine
+        return table
 
-    def _normalise(self, input: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-        """``input`` normalised with the global statistics of its summed ``table``; updates
-        the running statistics."""
-        shape = [1, -1] + [1] * (input.dim() - 2)
-        channels = input.shape[1]
-        means, squares, counts = table.split([channels, channels, 1], dim=1)
-        count = counts.sum()
-        if float(count) < 2:
-            raise ValueError(
-                f"expected more than 1 value per channel over all ranks when training, got "
-                f"input size {list(input.shape)} and {int(count)} value(s) in all"
-            )
-        mean = (counts * means).sum(0) / count
-        var = (squares.sum(0) + (counts * (means - mean).square()).sum(0)) / count
-        # (x - mean) / std * weight + bias as one multiply-add: x * scale + shift
-        scale = torch.rsqrt(var + self.eps)
-        if self.affine:
-            scale = scale * self.weight
-            shift = self.bias - mean * scale
-        else:
-            shift = -mean * scale
-        out = torch.addcmul(shift.view(shape), input, scale.view(shape))
+    def _global_statistics(
+        self, tables: torch.Tensor, inputs: Sequence[torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each input's global mean, inverse standard deviation and row count (``(V, C)``,
+        ``(V, C)``, ``(V,)``) from its summed table; updates the running statistics, input by
+        input."""
+        channels = inputs[0].shape[1]
+        means, squares, counts = tables.split([channels, channels, 1], dim=2)
+        count = counts.sum(dim=1)  # (V, 1)
+        for x, c in zip(inputs, count.flatten().tolist(), strict=True):
+            if c < 2:
+                raise ValueError(
+                    f"expected more than 1 value per channel over all ranks when training, got "
+                    f"input size {list(x.shape)} and {int(c)} value(s) in all"
+                )
+        mean = (counts * means).sum(dim=1) / count
+        spread = squares.sum(dim=1) + (counts * (means - mean.unsqueeze(1)).square()).sum(dim=1)
+        var = spread / count
         if self.track_running_stats and self.running_mean is not None:
-            self._update_running_stats(mean.detach(), var.detach() * count / (count - 1))
-        return out
+            for m, v, c in zip(mean, var, count, strict=True):
+                self._update_running_stats(m, v * c / (c - 1))
+        return mean, torch.rsqrt(var + self.eps), count.flatten()
 
     @torch.no_grad()
     def _update_running_stats(self, mean: torch.Tensor, unbiased_var: torch.Tensor) -> None:
@@ -119,6 +134,74 @@ class GatheredBatchNorm(_BatchNorm):
         self.running_var.mul_(1 - factor).add_(
             unbiased_var.to(self.running_var.dtype), alpha=factor
         )
+
+
+def _reduced_dims(input: torch.Tensor) -> list[int]:
+    """Every dimension of a BatchNorm input but the channels (dimension 1)."""
+    return [0, *range(2, input.dim())]
+
+
+def _channel_shape(input: torch.Tensor) -> list[int]:
+    """The shape that broadcasts a per-channel vector over ``input``."""
+    return [1, -1] + [1] * (input.dim() - 2)
+
+
+class _NormaliseOverRanks(torch.autograd.Function):
+    """Inputs normalised with their global statistics (``(x - mean) · invstd · weight +
+    bias``); the backward of BatchNorm over every rank's rows, one all-reduce for all inputs.
+
+    Each rank's loss reaches the statistics through its own rows' outputs, so the input
+    gradient of a row needs, per channel, the sums over every rank's rows of the output
+    gradient and of its product with the normalised input: with ``g = w · invstd``,
+    ``dx = g · (dy - Σdy / N - x̂ · Σ(dy · x̂) / N)``. The weight's and bias's gradients are
+    this rank's sums (the trainer averages them over ranks, as every parameter's).
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        mean: torch.Tensor,
+        invstd: torch.Tensor,
+        count: torch.Tensor,
+        weight: torch.Tensor | None,
+        bias: torch.Tensor | None,
+        *inputs: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        ctx.save_for_backward(mean, invstd, count, weight, *inputs)
+        outs = []
+        for x, m, s in zip(inputs, mean, invstd, strict=True):
+            scale = s if weight is None else s * weight
+            shift = -m * scale if bias is None else bias - m * scale
+            shape = _channel_shape(x)
+            outs.append(torch.addcmul(shift.view(shape), x, scale.view(shape)))
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        mean, invstd, count, weight, *inputs = ctx.saved_tensors
+        normalised, local = [], []
+        for x, dy, m, s in zip(inputs, grads, mean, invstd, strict=True):
+            shape, dims = _channel_shape(x), _reduced_dims(x)
+            xhat = (x - m.view(shape)) * s.view(shape)
+            normalised.append(xhat)
+            local.append(torch.stack([dy.sum(dims), (dy * xhat).sum(dims)]))
+        mine = torch.stack(local)  # (V, 2, C)
+        total = mine.to(comm_device(), copy=True)
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        total = total.to(mine.device) / count.view(-1, 1, 1)
+        dxs: list[torch.Tensor | None] = []
+        parts = zip(inputs, grads, normalised, invstd, total, ctx.needs_input_grad[5:], strict=True)
+        for x, dy, xhat, s, t, needed in parts:
+            if not needed:
+                dxs.append(None)
+                continue
+            shape = _channel_shape(x)
+            scale = s if weight is None else s * weight
+            inner = dy - t[0].view(shape) - xhat * t[1].view(shape)
+            dxs.append(inner * scale.view(shape))
+        dweight = mine[:, 1].sum(0) if weight is not None and ctx.needs_input_grad[3] else None
+        dbias = mine[:, 0].sum(0) if ctx.needs_input_grad[4] else None
+        return (None, None, None, dweight, dbias, *dxs)
 
 
 def swap_batchnorm(module: nn.Module, to: type[_BatchNorm] | None) -> nn.Module:
