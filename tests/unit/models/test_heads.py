@@ -16,7 +16,12 @@ def test_views_equal_one_call_per_view_and_run_the_work_in_between(batch_norm: b
     heads[1].load_state_dict(heads[0].state_dict())
     expected = [heads[0](x) for x in xs]
     calls: list[str] = []
-    outs, extra = heads[1].views(xs, lambda: calls.append("meanwhile") or "done")
+
+    def meanwhile() -> str:
+        calls.append("meanwhile")
+        return "done"
+
+    outs, extra = heads[1].views(xs, meanwhile)
     assert (extra, calls) == ("done", ["meanwhile"])
     assert len(outs) == 2
     for out, exp in zip(outs, expected, strict=True):

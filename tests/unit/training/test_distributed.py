@@ -326,8 +326,7 @@ def _batchnorm_check() -> dict[str, Tensor]:
 def _batchnorm_views_check() -> dict[str, Tensor]:
     """Two views of this rank's rows (3 on rank 0, 2 on rank 1) through one
     :meth:`GatheredBatchNorm.start_views` and, with the same weights, through one call each:
-    the outputs, the inputs' gradients and the running statistics of both; and the order of
-    the work in between and of the exchange."""
+    the outputs, the inputs' gradients and the running statistics of both."""
     world, me = collective.world_size(), collective.rank()
     g = torch.Generator().manual_seed(3)
     views = [torch.randn(5, 4, generator=g, dtype=torch.float64) + k for k in range(2)]
