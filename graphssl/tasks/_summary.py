@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 import sys
 
-__all__ = ["peak_rss_gb", "summary_table"]
+import torch
+
+__all__ = ["peak_gpu_gb", "peak_rss_gb", "reset_peak_gpu", "summary_table"]
 
 #: metric keys the summary table shows besides the probes' headline values
 _SUMMARY_KEYS = (
@@ -26,6 +28,7 @@ _SUMMARY_KEYS = (
     "time/total_seconds",
     "time/batches_per_second",
     "mem/peak_rss_gb",
+    "mem/peak_gpu_gb",
 )
 _PROBE_KEYS = (
     "val_acc",
@@ -72,3 +75,27 @@ def peak_rss_gb() -> float:
         return math.nan
     scale = 2**30 if sys.platform == "darwin" else 2**20  # bytes on macOS, KiB on Linux
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
+
+
+def _cuda(device: str | torch.device) -> torch.device | None:
+    """``device`` as a CUDA device with an index, ``None`` off CUDA or without one."""
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        return None
+    return torch.device("cuda", torch.cuda.current_device() if dev.index is None else dev.index)
+
+
+def reset_peak_gpu(device: str | torch.device) -> None:
+    """Start :func:`peak_gpu_gb`'s count afresh on a CUDA ``device`` (a job of a sweep that runs
+    in the process of an earlier one measures its own peak); nothing off CUDA."""
+    if (dev := _cuda(device)) is not None:
+        torch.cuda.reset_peak_memory_stats(dev)
+
+
+def peak_gpu_gb(device: str | torch.device) -> float | None:
+    """Peak memory of tensors torch allocated on a CUDA ``device`` since
+    :func:`reset_peak_gpu`, in GiB (``torch.cuda.max_memory_allocated``: what the tensors
+    held, not the caching allocator's reserve); ``None`` off CUDA."""
+    if (dev := _cuda(device)) is None:
+        return None
+    return torch.cuda.max_memory_allocated(dev) / 2**30

@@ -25,7 +25,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from graphssl.tasks._console import log_to_files
-from graphssl.tasks._summary import peak_rss_gb, summary_table
+from graphssl.tasks._summary import peak_gpu_gb, peak_rss_gb, reset_peak_gpu, summary_table
 from graphssl.tasks.callbacks import build_callbacks
 from graphssl.tasks.components import (
     baseline_key,
@@ -78,6 +78,7 @@ def _train(cfg: DictConfig, signals: TaskSignals) -> dict[str, float]:
         return {}
     record = OmegaConf.to_container(cfg)
     set_threads(cfg.get("num_threads"))
+    reset_peak_gpu(cfg.trainer.device)
     seed_everything(int(cfg.seed))
     dm = build_datamodule(cfg)  # data that cannot load refuses the run before it is opened
     evaluation.check(dm)  # probe settings fitted to the splits (kNN's k) before training
@@ -145,6 +146,8 @@ def _train(cfg: DictConfig, signals: TaskSignals) -> dict[str, float]:
         run.log_embeddings(result.embeddings, result.labels)
         # what ran after the metrics above, and the process's peak resident memory at the end
         final = {"time/figures_seconds": time.perf_counter() - t0, "mem/peak_rss_gb": peak_rss_gb()}
+        if (gpu := peak_gpu_gb(cfg.trainer.device)) is not None:  # rank 0's GPU on several
+            final["mem/peak_gpu_gb"] = gpu
         run.log_metrics(final)
         metrics.update(final)
         table = summary_table(metrics, f"{run_name(cfg)}  (MLflow run {run.run_id})")
