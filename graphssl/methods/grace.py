@@ -9,7 +9,7 @@ from torch_geometric.data import Data
 
 from graphssl.methods.base import OptimizerFactory, SchedulerFactory, SSLMethod, linear_widths
 from graphssl.methods.collective import PendingSum, gather_rows_and_own, global_mean, world_size
-from graphssl.methods.losses import info_nce, info_nce_terms
+from graphssl.methods.losses import info_nce, info_nce_bytes, info_nce_terms
 from graphssl.models.augment import GraphAugment, edge_and_feature
 from graphssl.models.encode import encode
 from graphssl.models.heads import MLPHead
@@ -24,8 +24,9 @@ class GRACE(SSLMethod):
     In mini-batches the encoder runs on the sampled subgraph and only its ``batch_size`` seed
     rows are projected and compared, so the negatives of a seed are the other seeds of the
     batch (in both views), and the similarity matrices are ``batch_size x batch_size``, as in
-    the large-graph versions of GRACE-style methods. Full-batch, the loss holds several
-    ``n x n`` matrices (:meth:`full_batch_loss_bytes`).
+    the large-graph versions of GRACE-style methods. Full-batch, the loss compares all ``n``
+    nodes: it holds several ``n x n`` matrices up to 4096 nodes and blocks of rows above
+    (:func:`~graphssl.methods.losses.info_nce`, :meth:`full_batch_loss_bytes`).
 
     Args:
         encoder: GNN mapping ``(x, edge_index)`` to ``(N, D)``.
@@ -60,9 +61,6 @@ class GRACE(SSLMethod):
 
     #: one encoder pass per view
     encoder_passes = 2
-    #: ``n x n`` float matrices alive at the peak of :func:`info_nce` and its backward, per
-    #: element of the embeddings' dtype (measured: about 7.5 for n of 3000 to 6000)
-    SIMILARITY_MATRICES = 8
 
     forward_encoder = "encoder"  # forward() is encode(self.encoder, batch)
     supports_distributed = True  # negatives gathered from every rank, with gradient
@@ -71,7 +69,7 @@ class GRACE(SSLMethod):
         return {"encoder": self.encoder}
 
     def full_batch_loss_bytes(self, num_nodes: int) -> int:
-        return self.SIMILARITY_MATRICES * num_nodes * num_nodes * self.itemsize()
+        return info_nce_bytes(num_nodes, self.itemsize())
 
     def head_width(self) -> int:
         return sum(linear_widths(self.projector))

@@ -106,7 +106,7 @@ def test_translation_in_process(monkeypatch) -> None:
 def test_a_run_out_of_memory_in_training_is_one_paragraph(
     graphssl_cmd, cli_env, outputs_dir, tmp_path
 ) -> None:
-    """GRACE on a 5000-node graph asks for 5000 x 5000 similarities (95 MiB each, several per
+    """GRACE on a 4000-node graph asks for 4000 x 4000 similarities (61 MiB each, several per
     step); when training starts, the process may map only 128 MiB more than it has mapped."""
     launch = textwrap.dedent(
         """
@@ -135,7 +135,7 @@ def test_a_run_out_of_memory_in_training_is_one_paragraph(
             "-c",
             launch,
             "dataset=sbm",
-            "dataset.block_size=2500",
+            "dataset.block_size=2000",
             "dataset.p_in=0.002",
             "dataset.p_out=0.0002",
             "model=grace",

@@ -7,11 +7,14 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from graphssl.methods import losses
 from graphssl.methods.losses import (
     graphcl_nt_xent,
     graphcl_nt_xent_terms,
     info_nce,
+    info_nce_bytes,
     info_nce_terms,
     simclr_nt_xent,
     simclr_nt_xent_terms,
@@ -41,6 +44,61 @@ def test_info_nce_matches_the_two_pass_reference() -> None:
         ref_grads = torch.autograd.grad(ref, (z1, z2))
         for got, want in zip(grads, ref_grads, strict=True):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize(("rows", "block"), [(37, 8), (37, 1), (37, 36), (37, 37), (37, 100)])
+def test_info_nce_in_blocks_equals_the_whole_matrices(rows: int, block: int) -> None:
+    g = torch.Generator().manual_seed(rows + block)
+    z1 = torch.randn(rows, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    z2 = torch.randn(rows, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    whole = info_nce(z1, z2, 0.3)
+    blocks = info_nce(z1, z2, 0.3, block_rows=block)
+    torch.testing.assert_close(blocks, whole, rtol=1e-12, atol=1e-12)
+    for ours, ref in zip(
+        torch.autograd.grad(blocks, (z1, z2)), torch.autograd.grad(whole, (z1, z2)), strict=True
+    ):
+        torch.testing.assert_close(ours, ref, rtol=1e-10, atol=1e-12)
+    small = (z1[:7].detach().requires_grad_(), z2[:7].detach().requires_grad_())
+    assert torch.autograd.gradcheck(lambda a, b: info_nce(a, b, 0.5, block_rows=3), small)
+
+
+class _LargestTensor(TorchDispatchMode):
+    """The most elements of any tensor an operation made while it was on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, tuple | list) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+def test_info_nce_above_the_dense_rows_never_holds_an_n_by_n_matrix(monkeypatch) -> None:
+    monkeypatch.setattr(losses, "INFO_NCE_DENSE_ROWS", 100)
+    monkeypatch.setattr(losses, "INFO_NCE_BLOCK_ELEMENTS", 1000)
+    z1, z2 = (torch.randn(250, 3, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    assert losses.info_nce_block_rows(100) == 0 and losses.info_nce_block_rows(250) == 4
+    peaks = {}
+    for rows in (100, 250):  # the dense path, then blocks of 4 rows
+        with _LargestTensor() as seen:
+            info_nce(z1[:rows], z2[:rows]).backward()
+        peaks[rows] = seen.largest
+    assert peaks == {100: 100 * 100, 250: 4 * 250}
+    assert info_nce_bytes(100, 8) == 8 * 100 * 100 * 8
+    assert info_nce_bytes(250, 8) == 4 * 4 * 250 * 8
+
+
+def test_info_nce_bytes_grow_as_the_square_then_stay_bounded() -> None:
+    dense = losses.INFO_NCE_DENSE_ROWS
+    assert info_nce_bytes(dense, 4) == 8 * dense * dense * 4  # 512 MiB in float32
+    assert info_nce_bytes(dense // 2, 4) * 4 == info_nce_bytes(dense, 4)
+    # above, four blocks of about INFO_NCE_BLOCK_ELEMENTS elements whatever the rows
+    for rows in (dense + 1, 19_717, 169_343, 2_449_029):
+        assert info_nce_bytes(rows, 4) <= 4 * losses.INFO_NCE_BLOCK_ELEMENTS * 4
 
 
 def test_info_nce_known_answer_for_orthogonal_views() -> None:
