@@ -1,13 +1,13 @@
 """CUDA smoke run: the train task on ``trainer.device=cuda``, as a user's command runs it.
 
-Runs graphssl's train task (the ``graphssl`` command's path: datamodule, method, trainer,
-``trainer.devices``, evaluation, MLflow) full-batch and mini-batch, and with ``--devices N``
-also on N GPUs (NCCL, mini-batch), each into a throw-away MLflow store. For each run it checks
-what the store holds: the run FINISHED, every epoch's loss finite, the GPU's peak memory
-(``mem/peak_gpu_gb``) above zero, the logistic-regression probe above chance, and on several
-GPUs the ``dist/backend`` tag and ``dist/world_size``. Then the library's own path: the
-parameters on the GPU after ``Trainer.fit``, float32 embeddings on the CPU from
-``extract_embeddings``.
+First the library's own path: the parameters on the GPU after ``Trainer.fit``, float32
+embeddings on the CPU from ``extract_embeddings`` (full-batch and mini-batch). Then graphssl's
+train task (the ``graphssl`` command's path: datamodule, method, trainer, ``trainer.devices``,
+evaluation, MLflow) full-batch and mini-batch, and with ``--devices N`` also on N GPUs (NCCL,
+mini-batch), each into a throw-away MLflow store. For each run it checks what the store holds:
+the run FINISHED, every epoch's loss finite, the GPU's peak memory (``mem/peak_gpu_gb``) above
+zero, the logistic-regression probe above chance (the most frequent label's share), and on
+several GPUs the ``dist/backend`` tag and ``dist/world_size``.
 
 Prints one table row per run for BENCHMARKS.md: the median epoch time, the peak GPU memory,
 the probe's accuracy. Exits 0 with a note when CUDA is unavailable, 1 when a check fails.

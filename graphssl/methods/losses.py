@@ -26,6 +26,7 @@ __all__ = [
     "graphcl_nt_xent",
     "graphcl_nt_xent_terms",
     "info_nce",
+    "info_nce_block_rows",
     "info_nce_bytes",
     "info_nce_terms",
     "simclr_nt_xent",
@@ -36,9 +37,9 @@ __all__ = [
 #: :func:`info_nce` on more rows than this computes its similarities in blocks of rows and
 #: never holds an ``N x N`` matrix: the dense path holds eight at its peak (512 MiB in float32
 #: at 4096 rows), and on a CPU the blocks' smaller memory traffic outweighs their recomputed
-#: exponentials from about 2000 rows on (0.70x the time at 5000)
+#: exponentials from a few thousand rows on (0.64-0.77x the time at 5000 to 8192 rows)
 INFO_NCE_DENSE_ROWS = 4096
-#: elements of one ``rows x N`` similarity block of the blocked path (three alive at its peak)
+#: elements of one ``rows x N`` similarity block of the blocked path (up to four alive at once)
 INFO_NCE_BLOCK_ELEMENTS = 2**22
 
 

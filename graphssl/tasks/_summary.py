@@ -78,7 +78,8 @@ def peak_rss_gb() -> float:
 
 
 def _cuda(device: str | torch.device) -> torch.device | None:
-    """``device`` as a CUDA device with an index, ``None`` off CUDA or without one."""
+    """``device`` as a CUDA device with its index (the current one for ``cuda``); ``None`` for
+    another device, or where CUDA is unavailable."""
     dev = torch.device(device)
     if dev.type != "cuda" or not torch.cuda.is_available():
         return None
