@@ -435,8 +435,71 @@ class KarateClubDataModule(NodeDataModule):
         return data
 
 
+#: :class:`SBMDataModule` draws the edges of more nodes than this block pair by block pair,
+#: never holding an ``n x n`` matrix (at 20,000 nodes the whole matrix's draw peaked at 4.5 GB);
+#: up to it, from the whole matrix, so the seeded graphs of small models stay as they are
+DENSE_SBM_NODES = 4096
+
+
+def _distinct_pairs(
+    rows: int, cols: int, count: int, within: bool, gen: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """``count`` distinct cells ``(i, j)`` of a ``rows x cols`` grid, drawn uniformly (with
+    ``within``, a square grid's cells above its diagonal, ``i < j``).
+
+    Candidates are drawn with replacement until ``count`` distinct ones are in hand, then a
+    uniform subset of them is kept, so memory follows ``count``, not the grid; a draw of more
+    than half the grid's cells takes the grid whole instead.
+    """
+    cells = rows * (rows - 1) // 2 if within else rows * cols
+    if 2 * count > cells:
+        if within:
+            i, j = torch.triu_indices(rows, rows, offset=1)
+        else:
+            i, j = torch.arange(rows).repeat_interleave(cols), torch.arange(cols).repeat(rows)
+        keep = torch.randperm(cells, generator=gen)[:count]
+        return i[keep], j[keep]
+    keys = torch.empty(0, dtype=torch.long)
+    while keys.numel() < count:
+        draw = count - keys.numel() + (count - keys.numel()) // 8 + 16
+        i = torch.randint(rows, (draw,), generator=gen)
+        j = torch.randint(cols, (draw,), generator=gen)
+        if within:  # an unordered pair of distinct nodes, from either of its two orders
+            apart = i != j
+            i, j = torch.minimum(i, j)[apart], torch.maximum(i, j)[apart]
+        keys = torch.unique(torch.cat([keys, i * cols + j]))
+    keys = keys[torch.randperm(keys.numel(), generator=gen)[:count]]
+    return keys // cols, keys % cols
+
+
+def sparse_sbm_edges(
+    block_sizes: Sequence[int], p_in: float, p_out: float, gen: torch.Generator
+) -> Tensor:
+    """The edges ``(2, E)`` (each once, ``i < j``) of a stochastic block model drawn block pair by
+    block pair: a binomial number of edges for the pair's cells, then that many distinct cells
+    (:func:`_distinct_pairs`). The same distribution as one Bernoulli draw per cell, in memory
+    that follows the edges."""
+    offsets = [0]
+    for size in block_sizes:
+        offsets.append(offsets[-1] + size)
+    parts = [torch.empty(2, 0, dtype=torch.long)]
+    for a, size_a in enumerate(block_sizes):
+        for b in range(a, len(block_sizes)):
+            p, size_b = (p_in if a == b else p_out), block_sizes[b]
+            cells = size_a * (size_a - 1) // 2 if a == b else size_a * size_b
+            if p <= 0 or cells == 0:
+                continue
+            trials = torch.tensor(float(cells), dtype=torch.float64)
+            count = int(torch.binomial(trials, torch.tensor(p, dtype=torch.float64), generator=gen))
+            i, j = _distinct_pairs(size_a, size_b, count, a == b, gen)
+            parts.append(torch.stack([i + offsets[a], j + offsets[b]]))
+    return torch.cat(parts, dim=1)
+
+
 class SBMDataModule(NodeDataModule):
-    """A seeded stochastic block model with class-dependent Gaussian features (for tests).
+    """A seeded stochastic block model with class-dependent Gaussian features (for tests, and for
+    generated graphs of a chosen size: above :data:`DENSE_SBM_NODES` nodes the edges are drawn
+    block pair by block pair, in memory that follows the edges).
 
     Args:
         num_blocks: number of communities (= classes) (default: ``2``).
@@ -481,11 +544,15 @@ class SBMDataModule(NodeDataModule):
         gen = torch.Generator().manual_seed(self.seed)
         n = self.num_blocks * self.block_size
         y = torch.arange(self.num_blocks).repeat_interleave(self.block_size)
-        same = y.view(-1, 1) == y.view(1, -1)
-        prob = torch.where(same, torch.tensor(self.p_in), torch.tensor(self.p_out))
-        upper = torch.rand(n, n, generator=gen) < prob
-        upper = torch.triu(upper, diagonal=1)
-        edge_index = to_undirected(upper.nonzero().t().contiguous(), num_nodes=n)
+        if n > DENSE_SBM_NODES:
+            sizes = [self.block_size] * self.num_blocks
+            upper_edges = sparse_sbm_edges(sizes, self.p_in, self.p_out, gen)
+        else:
+            same = y.view(-1, 1) == y.view(1, -1)
+            prob = torch.where(same, torch.tensor(self.p_in), torch.tensor(self.p_out))
+            upper = torch.triu(torch.rand(n, n, generator=gen) < prob, diagonal=1)
+            upper_edges = upper.nonzero().t().contiguous()
+        edge_index = to_undirected(upper_edges, num_nodes=n)
         means = torch.randn(self.num_blocks, self.feature_dim, generator=gen)
         x = means[y] + self.feature_noise * torch.randn(n, self.feature_dim, generator=gen)
         return Data(x=x, edge_index=edge_index, y=y, num_nodes=n)
