@@ -335,3 +335,27 @@ def tasks(outputs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InProc
         yield InProcess(outputs_dir)
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def largest_tensor() -> Callable[[], Any]:
+    """A factory of context managers that record the most elements of any tensor an operation
+    made while they were on (``with largest_tensor() as seen: ...; seen.numel``): what a test
+    of memory that grows as ``N``, not ``N²``, reads instead of the process's peak."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class LargestTensor(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.numel = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            import torch
+
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, tuple | list) else (out,):
+                if isinstance(t, torch.Tensor):
+                    self.numel = max(self.numel, t.numel())
+            return out
+
+    return LargestTensor

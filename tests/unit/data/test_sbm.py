@@ -8,7 +8,6 @@ from collections import Counter
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch_geometric.utils import is_undirected, to_undirected
 
 from graphssl.data import node
@@ -64,22 +63,10 @@ def test_block_pairs_get_their_expected_edges() -> None:
     assert len(pairs) == 6
 
 
-def test_large_models_hold_no_n_by_n_matrix(monkeypatch) -> None:
-    class Largest(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.numel = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            out = func(*args, **(kwargs or {}))
-            for t in out if isinstance(out, tuple | list) else (out,):
-                if isinstance(t, torch.Tensor):
-                    self.numel = max(self.numel, t.numel())
-            return out
-
+def test_large_models_hold_no_n_by_n_matrix(monkeypatch, largest_tensor) -> None:
     monkeypatch.setattr(node, "DENSE_SBM_NODES", 1000)
     sbm = SBMDataModule(num_blocks=2, block_size=1500, p_in=0.004, p_out=0.0004, seed=0)
-    with Largest() as seen:
+    with largest_tensor() as seen:
         data = sbm.load()
     assert data.num_nodes == 3000 and is_undirected(data.edge_index)
     assert seen.numel < 3000 * 3000 / 100  # the edges' size, not the matrix's

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from graphssl.methods import losses
 from graphssl.methods.losses import (
@@ -62,31 +61,18 @@ def test_info_nce_in_blocks_equals_the_whole_matrices(rows: int, block: int) -> 
     assert torch.autograd.gradcheck(lambda a, b: info_nce(a, b, 0.5, block_rows=3), small)
 
 
-class _LargestTensor(TorchDispatchMode):
-    """The most elements of any tensor an operation made while it was on."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.largest = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, tuple | list) else (out,):
-            if isinstance(t, torch.Tensor):
-                self.largest = max(self.largest, t.numel())
-        return out
-
-
-def test_info_nce_above_the_dense_rows_never_holds_an_n_by_n_matrix(monkeypatch) -> None:
+def test_info_nce_above_the_dense_rows_never_holds_an_n_by_n_matrix(
+    monkeypatch, largest_tensor
+) -> None:
     monkeypatch.setattr(losses, "INFO_NCE_DENSE_ROWS", 100)
     monkeypatch.setattr(losses, "INFO_NCE_BLOCK_ELEMENTS", 1000)
     z1, z2 = (torch.randn(250, 3, dtype=torch.float64, requires_grad=True) for _ in range(2))
     assert losses.info_nce_block_rows(100) == 0 and losses.info_nce_block_rows(250) == 4
     peaks = {}
     for rows in (100, 250):  # the dense path, then blocks of 4 rows
-        with _LargestTensor() as seen:
+        with largest_tensor() as seen:
             info_nce(z1[:rows], z2[:rows]).backward()
-        peaks[rows] = seen.largest
+        peaks[rows] = seen.numel
     assert peaks == {100: 100 * 100, 250: 4 * 250}
     assert info_nce_bytes(100, 8) == 8 * 100 * 100 * 8
     assert info_nce_bytes(250, 8) == 4 * 4 * 250 * 8
